@@ -1,0 +1,147 @@
+//! Every setting of `dagnats-leases serve`: a flag, an environment variable
+//! and a default each. Invalid settings stop the start with a clear message.
+//!
+//! No `Debug` on purpose: the settings hold secrets and must never be logged.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use crate::store::BucketSettings;
+
+/// How long the server keeps the marker of an expired lease.
+const MARKER_TTL: Duration = Duration::from_secs(5);
+
+/// Settings of the gateway.
+#[derive(Clone, Args)]
+pub struct Config {
+    /// NATS server URL, or a comma-separated list of cluster members.
+    #[arg(
+        long,
+        env = "NATS_URL",
+        default_value = "nats://127.0.0.1:4222",
+        value_delimiter = ','
+    )]
+    pub nats_url: Vec<String>,
+
+    /// NATS credentials file (JWT and nkey seed).
+    #[arg(long, env = "NATS_CREDS", conflicts_with_all = ["nats_nkey", "nats_token", "nats_user"])]
+    pub nats_creds: Option<PathBuf>,
+
+    /// NATS nkey: a user seed (`SU...`) or the path of a file holding one.
+    #[arg(long, env = "NATS_NKEY", hide_env_values = true, conflicts_with_all = ["nats_token", "nats_user"])]
+    pub nats_nkey: Option<String>,
+
+    /// NATS authentication token.
+    #[arg(long, env = "NATS_TOKEN", hide_env_values = true, conflicts_with = "nats_user")]
+    pub nats_token: Option<String>,
+
+    /// NATS user name; needs a password.
+    #[arg(long, env = "NATS_USER", requires = "nats_password")]
+    pub nats_user: Option<String>,
+
+    /// NATS password; needs a user name.
+    #[arg(long, env = "NATS_PASSWORD", hide_env_values = true, requires = "nats_user")]
+    pub nats_password: Option<String>,
+
+    /// CA certificate (PEM) to verify the NATS server; implies TLS.
+    #[arg(long, env = "NATS_TLS_CA")]
+    pub nats_tls_ca: Option<PathBuf>,
+
+    /// Client certificate (PEM) for mutual TLS; needs a key.
+    #[arg(long, env = "NATS_TLS_CERT", requires = "nats_tls_key")]
+    pub nats_tls_cert: Option<PathBuf>,
+
+    /// Client private key (PEM) for mutual TLS; needs a certificate.
+    #[arg(long, env = "NATS_TLS_KEY", requires = "nats_tls_cert")]
+    pub nats_tls_key: Option<PathBuf>,
+
+    /// Replicas of the leases bucket (3 in a cluster). Applied when the
+    /// bucket is created; when set, an existing bucket is scaled to it.
+    #[arg(long = "replicas", env = "DAGNATS_BUCKET_REPLICAS", value_parser = clap::value_parser!(u8).range(1..=5))]
+    pub replicas: Option<u8>,
+
+    /// Log filter, e.g. `info` or `dagnats_leases=debug`.
+    #[arg(long, env = "DAGNATS_LOG", default_value = "info")]
+    pub log: String,
+
+    /// Log format.
+    #[arg(long, env = "DAGNATS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    Text,
+    /// One JSON object per line, for log pipelines.
+    Json,
+}
+
+impl Config {
+    /// What the bucket must look like.
+    pub fn bucket(&self) -> BucketSettings {
+        BucketSettings {
+            replicas: self.replicas.map(usize::from),
+            marker_ttl: MARKER_TTL,
+        }
+    }
+
+    /// The NATS connection options these settings describe.
+    pub async fn connect_options(&self) -> Result<async_nats::ConnectOptions, String> {
+        let mut options = async_nats::ConnectOptions::new()
+            .name("dagnats-leases")
+            .retry_on_initial_connect()
+            .max_reconnects(None);
+        if let Some(path) = &self.nats_creds {
+            options = options
+                .credentials_file(path)
+                .await
+                .map_err(|err| format!("NATS_CREDS {}: {err}", path.display()))?;
+        }
+        if let Some(nkey) = &self.nats_nkey {
+            options = options.nkey(read_nkey_seed(nkey)?);
+        }
+        if let Some(token) = &self.nats_token {
+            options = options.token(token.clone());
+        }
+        if let (Some(user), Some(password)) = (&self.nats_user, &self.nats_password) {
+            options = options.user_and_password(user.clone(), password.clone());
+        }
+        if let Some(ca) = &self.nats_tls_ca {
+            require_file("NATS_TLS_CA", ca)?;
+            options = options.add_root_certificates(ca.clone()).require_tls(true);
+        }
+        if let (Some(cert), Some(key)) = (&self.nats_tls_cert, &self.nats_tls_key) {
+            require_file("NATS_TLS_CERT", cert)?;
+            require_file("NATS_TLS_KEY", key)?;
+            options = options.add_client_certificate(cert.clone(), key.clone());
+        }
+        Ok(options)
+    }
+}
+
+fn require_file(name: &str, path: &std::path::Path) -> Result<(), String> {
+    if path.is_file() {
+        Ok(())
+    } else {
+        Err(format!("{name}: no file at {}", path.display()))
+    }
+}
+
+fn read_nkey_seed(value: &str) -> Result<String, String> {
+    let seed = if value.starts_with("SU") {
+        value.to_string()
+    } else {
+        std::fs::read_to_string(value)
+            .map_err(|err| format!("NATS_NKEY is neither a user seed nor a readable file: {err}"))?
+            .trim()
+            .to_string()
+    };
+    if !seed.starts_with("SU") {
+        return Err("NATS_NKEY must be a user nkey seed (starting with SU)".into());
+    }
+    Ok(seed)
+}

@@ -1,0 +1,329 @@
+//! [`LeaseCore`]: acquire, renew, release and owner over the bucket.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use super::error::LeaseError;
+use super::known::{Known, KnownRevisions};
+use super::model::{
+    AcquireRequest, FreeKey, Grant, HolderId, Lease, Owner, OwnerRequest, Released,
+    ReleaseRequest, RenewRequest, Revision, Ttl,
+};
+use crate::store::record::{Entry, LeaseEvent, LeaseRecord, RECORD_VERSION, ReleaseRecord};
+use crate::store::{Availability, Bucket, Store, StoreError, Write};
+
+/// How many compare-and-set rounds a call makes before it reports
+/// contention as `unavailable`. Each lost round means another writer
+/// landed, so the next read usually settles the answer.
+const MAX_ROUNDS: usize = 4;
+
+/// How long a release tombstone lives: the window in which a release
+/// retried after a lost reply still gets `released` rather than `lost`.
+const TOMBSTONE_TTL_SECS: u64 = 60;
+
+/// The lease operations of the seed. Cheap to clone; every front shares one.
+#[derive(Clone)]
+pub struct LeaseCore {
+    store: Store,
+    known: Arc<KnownRevisions>,
+}
+
+impl LeaseCore {
+    /// A core over `store`.
+    pub fn new(store: Store) -> Self {
+        LeaseCore {
+            store,
+            known: Arc::default(),
+        }
+    }
+
+    /// Grants the key if nobody holds it. The current holder asking again
+    /// gets its lease back unchanged (same revision, TTL not extended), so
+    /// a retry after a lost reply is safe.
+    pub async fn acquire(&self, req: AcquireRequest) -> Result<Grant, LeaseError> {
+        let bucket = self.bucket()?;
+        let key = req.key.as_str();
+        for _ in 0..MAX_ROUNDS {
+            let expected = match self.read(&bucket, key).await? {
+                Some(Entry::Held {
+                    seq,
+                    record,
+                    stored_at,
+                    ..
+                }) => {
+                    let granted = record.holder == req.holder.as_str();
+                    let lease = lease(key, seq, &record, Some(stored_at));
+                    return Ok(Grant { granted, lease });
+                }
+                Some(Entry::Free { seq, .. }) => seq,
+                None => 0,
+            };
+            let now = OffsetDateTime::now_utc();
+            let record = lease_record(&req.holder, req.ttl_ms, now, now, expected);
+            match self.write_lease(&bucket, key, expected, LeaseEvent::Acquired, &record).await {
+                Ok(seq) => {
+                    let lease = lease(key, seq, &record, None);
+                    return Ok(Grant { granted: true, lease });
+                }
+                Err(StoreError::Conflict) => continue,
+                Err(err) => return Err(self.store_error(err)),
+            }
+        }
+        Err(contention(key))
+    }
+
+    /// Extends the lease to `ttl_ms` from now, if the caller holds it at
+    /// `revision`. The reply carries the new fence; `acquired_at` stays.
+    pub async fn renew(&self, req: RenewRequest) -> Result<Grant, LeaseError> {
+        let bucket = self.bucket()?;
+        let key = req.key.as_str();
+        let revision = req.revision.get();
+        if let Some(known) = self.known.at(key, revision) {
+            if known.holder != req.holder.as_str() {
+                return Err(lost(key, &req.holder, req.revision));
+            }
+            match self.renew_at(&bucket, &req, known.acquired_at).await {
+                Err(StoreError::Conflict) => {}
+                done => return done.map_err(|err| self.store_error(err)),
+            }
+        }
+        for _ in 0..MAX_ROUNDS {
+            match self.read(&bucket, key).await? {
+                Some(Entry::Held { seq, record, .. })
+                    if seq == revision && record.holder == req.holder.as_str() =>
+                {
+                    match self.renew_at(&bucket, &req, record.acquired_at).await {
+                        Err(StoreError::Conflict) => continue,
+                        done => return done.map_err(|err| self.store_error(err)),
+                    }
+                }
+                // This very renew already landed and its reply was lost.
+                Some(Entry::Held {
+                    seq,
+                    event: LeaseEvent::Renewed,
+                    record,
+                    stored_at,
+                }) if record.prev == revision && record.holder == req.holder.as_str() => {
+                    let lease = lease(key, seq, &record, Some(stored_at));
+                    return Ok(Grant { granted: true, lease });
+                }
+                _ => return Err(lost(key, &req.holder, req.revision)),
+            }
+        }
+        Err(contention(key))
+    }
+
+    /// Frees the key under the same fence check as renew. A lease that
+    /// already expired is `lost`.
+    pub async fn release(&self, req: ReleaseRequest) -> Result<Released, LeaseError> {
+        let bucket = self.bucket()?;
+        let key = req.key.as_str();
+        let revision = req.revision.get();
+        if let Some(known) = self.known.at(key, revision) {
+            if known.holder != req.holder.as_str() {
+                return Err(lost(key, &req.holder, req.revision));
+            }
+            match self.release_at(&bucket, &req).await {
+                Err(StoreError::Conflict) => {}
+                done => return done.map_err(|err| self.store_error(err)),
+            }
+        }
+        for _ in 0..MAX_ROUNDS {
+            match self.read(&bucket, key).await? {
+                Some(Entry::Held { seq, record, .. })
+                    if seq == revision && record.holder == req.holder.as_str() =>
+                {
+                    match self.release_at(&bucket, &req).await {
+                        Err(StoreError::Conflict) => continue,
+                        done => return done.map_err(|err| self.store_error(err)),
+                    }
+                }
+                // This very release already landed and its reply was lost.
+                Some(Entry::Free {
+                    seq,
+                    released: Some(tombstone),
+                }) if tombstone.prev == revision && tombstone.holder == req.holder.as_str() => {
+                    return Ok(released(key, &req.holder, seq));
+                }
+                _ => return Err(lost(key, &req.holder, req.revision)),
+            }
+        }
+        Err(contention(key))
+    }
+
+    /// Who holds the key, read through the stream leader. No side effects.
+    pub async fn owner(&self, req: OwnerRequest) -> Result<Owner, LeaseError> {
+        let bucket = self.bucket()?;
+        let key = req.key.as_str();
+        Ok(match self.read(&bucket, key).await? {
+            Some(Entry::Held {
+                seq,
+                record,
+                stored_at,
+                ..
+            }) => Owner::Held(lease(key, seq, &record, Some(stored_at))),
+            Some(Entry::Free { .. }) | None => Owner::Free(FreeKey {
+                held: false,
+                key: key.to_string(),
+            }),
+        })
+    }
+
+    async fn renew_at(
+        &self,
+        bucket: &Bucket,
+        req: &RenewRequest,
+        acquired_at: OffsetDateTime,
+    ) -> Result<Grant, StoreError> {
+        let key = req.key.as_str();
+        let revision = req.revision.get();
+        let now = OffsetDateTime::now_utc();
+        let record = lease_record(&req.holder, req.ttl_ms, acquired_at, now, revision);
+        let seq = self.write_lease(bucket, key, revision, LeaseEvent::Renewed, &record).await?;
+        Ok(Grant {
+            granted: true,
+            lease: lease(key, seq, &record, None),
+        })
+    }
+
+    async fn release_at(&self, bucket: &Bucket, req: &ReleaseRequest) -> Result<Released, StoreError> {
+        let key = req.key.as_str();
+        let tombstone = ReleaseRecord {
+            v: RECORD_VERSION,
+            holder: req.holder.as_str().to_string(),
+            released_at: OffsetDateTime::now_utc(),
+            prev: req.revision.get(),
+        };
+        let write = Write {
+            event: LeaseEvent::Released,
+            ttl_secs: TOMBSTONE_TTL_SECS,
+            body: serde_json::to_vec(&tombstone).expect("a record serializes"),
+        };
+        let seq = bucket.write(key, req.revision.get(), write).await?;
+        self.known.forget(key);
+        Ok(released(key, &req.holder, seq))
+    }
+
+    async fn write_lease(
+        &self,
+        bucket: &Bucket,
+        key: &str,
+        expected: u64,
+        event: LeaseEvent,
+        record: &LeaseRecord,
+    ) -> Result<u64, StoreError> {
+        let write = Write {
+            event,
+            ttl_secs: record.ttl_ms / 1_000,
+            body: serde_json::to_vec(record).expect("a record serializes"),
+        };
+        let seq = bucket.write(key, expected, write).await?;
+        self.remember(key, seq, record);
+        Ok(seq)
+    }
+
+    async fn read(&self, bucket: &Bucket, key: &str) -> Result<Option<Entry>, LeaseError> {
+        let entry = bucket.last(key).await.map_err(|err| self.store_error(err))?;
+        if let Some(Entry::Held { seq, record, .. }) = &entry {
+            self.remember(key, *seq, record);
+        }
+        Ok(entry)
+    }
+
+    fn remember(&self, key: &str, seq: u64, record: &LeaseRecord) {
+        let known = Known {
+            revision: seq,
+            holder: record.holder.clone(),
+            acquired_at: record.acquired_at,
+        };
+        self.known.remember(key, known);
+    }
+
+    fn bucket(&self) -> Result<Bucket, LeaseError> {
+        match self.store.availability() {
+            Availability::Ready(bucket) => Ok(bucket),
+            Availability::Unsupported { server_version } => {
+                Err(LeaseError::Unsupported { server_version })
+            }
+            Availability::Unavailable(reason) => Err(LeaseError::Unavailable(format!(
+                "leases are unavailable: {reason}; retry later"
+            ))),
+        }
+    }
+
+    /// The one translation of store failures into wire errors.
+    fn store_error(&self, err: StoreError) -> LeaseError {
+        match err {
+            StoreError::Unavailable(reason) => {
+                LeaseError::Unavailable(format!("leases are unavailable: {reason}; retry later"))
+            }
+            StoreError::BucketMissing => {
+                self.store.request_repair();
+                LeaseError::Unavailable(
+                    "the leases bucket is missing and is being created again; retry later".into(),
+                )
+            }
+            StoreError::Corrupt(cause) | StoreError::Unexpected(cause) => {
+                LeaseError::internal(cause)
+            }
+            StoreError::Conflict => LeaseError::internal("compare-and-set conflict not handled"),
+        }
+    }
+}
+
+fn lease_record(
+    holder: &HolderId,
+    ttl: Ttl,
+    acquired_at: OffsetDateTime,
+    written_at: OffsetDateTime,
+    prev: u64,
+) -> LeaseRecord {
+    LeaseRecord {
+        v: RECORD_VERSION,
+        holder: holder.as_str().to_string(),
+        ttl_ms: ttl.as_millis(),
+        acquired_at,
+        written_at,
+        prev,
+    }
+}
+
+/// The lease a record describes. `expires_at` counts from the earlier of
+/// the gateway's clock at the write and the server's stamp (when known), so
+/// it is never later than the server's own expiry.
+fn lease(key: &str, seq: u64, record: &LeaseRecord, stored_at: Option<OffsetDateTime>) -> Lease {
+    let start = stored_at.map_or(record.written_at, |at| at.min(record.written_at));
+    Lease {
+        held: true,
+        key: key.to_string(),
+        holder: record.holder.clone(),
+        revision: seq,
+        acquired_at: record.acquired_at,
+        expires_at: start + Duration::from_millis(record.ttl_ms),
+        ttl_ms: record.ttl_ms,
+    }
+}
+
+fn released(key: &str, holder: &HolderId, seq: u64) -> Released {
+    Released {
+        released: true,
+        held: false,
+        key: key.to_string(),
+        holder: holder.as_str().to_string(),
+        revision: seq,
+    }
+}
+
+fn lost(key: &str, holder: &HolderId, revision: Revision) -> LeaseError {
+    LeaseError::Lost(format!(
+        "{} does not hold {key} at revision {}: it expired, was released, was taken, or the revision is stale",
+        holder.as_str(),
+        revision.get()
+    ))
+}
+
+fn contention(key: &str) -> LeaseError {
+    LeaseError::Unavailable(format!("{key} changed on every attempt; retry later"))
+}

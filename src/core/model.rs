@@ -1,0 +1,290 @@
+//! Wire types shared by every front: validated requests and the replies.
+//!
+//! A request type can only hold values inside the seed's input bounds, so
+//! the core never sees an unchecked key, holder, TTL or fence.
+
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use super::error::LeaseError;
+use super::timefmt;
+
+/// Longest key or holder id, in bytes.
+pub const MAX_NAME_LEN: usize = 128;
+/// Shortest lease: "ttl_ms is a whole number of seconds from 1000 (1s)".
+pub const MIN_TTL_MS: u64 = 1_000;
+/// Longest lease: "... to 600000 (10m)".
+pub const MAX_TTL_MS: u64 = 600_000;
+
+fn check_name(field: &str, value: &str) -> Result<(), String> {
+    let valid_chars = value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if value.is_empty() || value.len() > MAX_NAME_LEN || !valid_chars {
+        return Err(format!(
+            "{field} must be 1 to {MAX_NAME_LEN} bytes of [A-Za-z0-9_-], got {value:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// A lease key: `[A-Za-z0-9_-]`, 1 to 128 bytes, exactly one subject token.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String")]
+pub struct LeaseKey(String);
+
+impl TryFrom<String> for LeaseKey {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, String> {
+        check_name("key", &value).map(|()| LeaseKey(value))
+    }
+}
+
+impl LeaseKey {
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A holder id, under the same rule as a key; unique per process.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String")]
+pub struct HolderId(String);
+
+impl TryFrom<String> for HolderId {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, String> {
+        check_name("holder", &value).map(|()| HolderId(value))
+    }
+}
+
+impl HolderId {
+    /// The holder id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A lease TTL: whole seconds from 1 s to 10 min. The server truncates a
+/// message TTL to whole seconds, so anything else is refused, not rounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "u64", into = "u64")]
+pub struct Ttl(u64);
+
+impl TryFrom<u64> for Ttl {
+    type Error = String;
+    fn try_from(ms: u64) -> Result<Self, String> {
+        if !(MIN_TTL_MS..=MAX_TTL_MS).contains(&ms) || ms % 1_000 != 0 {
+            return Err(format!(
+                "ttl_ms must be a whole number of seconds from {MIN_TTL_MS} to {MAX_TTL_MS}, got {ms}"
+            ));
+        }
+        Ok(Ttl(ms))
+    }
+}
+
+impl From<Ttl> for u64 {
+    fn from(ttl: Ttl) -> u64 {
+        ttl.0
+    }
+}
+
+impl Ttl {
+    /// The TTL in milliseconds, as on the wire.
+    pub fn as_millis(self) -> u64 {
+        self.0
+    }
+
+    /// The TTL as a duration.
+    pub fn duration(self) -> Duration {
+        Duration::from_millis(self.0)
+    }
+
+    /// The `Nats-TTL` header value: whole seconds, e.g. `15s`.
+    pub fn header_value(self) -> String {
+        format!("{}s", self.0 / 1_000)
+    }
+}
+
+/// A fence from an earlier reply: a KV revision, never 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "u64", into = "u64")]
+pub struct Revision(u64);
+
+impl TryFrom<u64> for Revision {
+    type Error = String;
+    fn try_from(value: u64) -> Result<Self, String> {
+        if value == 0 {
+            return Err("revision must be the fence from your last reply, not 0".into());
+        }
+        Ok(Revision(value))
+    }
+}
+
+impl From<Revision> for u64 {
+    fn from(rev: Revision) -> u64 {
+        rev.0
+    }
+}
+
+impl Revision {
+    /// The fence as a number.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+/// `api.leases.acquire`: take the key if nobody holds it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct AcquireRequest {
+    pub key: LeaseKey,
+    pub holder: HolderId,
+    pub ttl_ms: Ttl,
+}
+
+/// `api.leases.renew`: extend the lease to `ttl_ms` from now.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RenewRequest {
+    pub key: LeaseKey,
+    pub holder: HolderId,
+    pub revision: Revision,
+    pub ttl_ms: Ttl,
+}
+
+/// `api.leases.release`: free the key under the fence check.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReleaseRequest {
+    pub key: LeaseKey,
+    pub holder: HolderId,
+    pub revision: Revision,
+}
+
+/// `api.leases.owner`: who holds the key, with no side effects.
+#[derive(Debug, Clone, Deserialize)]
+pub struct OwnerRequest {
+    pub key: LeaseKey,
+}
+
+/// Decodes a request body. Only a JSON object is a request; unknown fields
+/// are ignored, known fields of the wrong type or out of bounds are
+/// `invalid`.
+pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, LeaseError> {
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|err| LeaseError::Invalid(format!("request body is not JSON: {err}")))?;
+    if !value.is_object() {
+        return Err(LeaseError::Invalid(
+            "request body must be a JSON object".into(),
+        ));
+    }
+    T::deserialize(value).map_err(|err| LeaseError::Invalid(format!("invalid request: {err}")))
+}
+
+/// A held lease, as acquire, renew and owner report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// Always true: this key has a holder.
+    pub held: bool,
+    pub key: String,
+    pub holder: String,
+    /// The fencing token: the key's KV revision.
+    pub revision: u64,
+    /// Start of the tenure; renew keeps it.
+    #[serde(with = "timefmt")]
+    pub acquired_at: OffsetDateTime,
+    /// Advisory: the server's TTL is what frees the key, never earlier than this.
+    #[serde(with = "timefmt")]
+    pub expires_at: OffsetDateTime,
+    pub ttl_ms: u64,
+}
+
+/// Reply to acquire and renew. `granted: false` is a normal answer that
+/// names the current holder, not an error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    pub granted: bool,
+    #[serde(flatten)]
+    pub lease: Lease,
+}
+
+/// Reply to owner: the lease, or `{"held": false, "key": K}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Owner {
+    Held(Lease),
+    Free(FreeKey),
+}
+
+/// A key nobody holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FreeKey {
+    /// Always false.
+    pub held: bool,
+    pub key: String,
+}
+
+/// Reply to release; `revision` is the fence of the release write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Released {
+    /// Always true.
+    pub released: bool,
+    /// Always false.
+    pub held: bool,
+    pub key: String,
+    pub holder: String,
+    pub revision: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid<T: DeserializeOwned + std::fmt::Debug>(body: &str) -> String {
+        match decode::<T>(body.as_bytes()) {
+            Err(LeaseError::Invalid(msg)) => msg,
+            other => panic!("expected invalid for {body}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn ttl_must_be_whole_seconds_in_bounds() {
+        for ms in [0, 999, 1_500, 600_001, 601_000] {
+            assert!(Ttl::try_from(ms).is_err(), "{ms}");
+        }
+        for ms in [1_000, 15_000, 600_000] {
+            assert_eq!(Ttl::try_from(ms).unwrap().as_millis(), ms);
+        }
+        assert_eq!(Ttl::try_from(15_000).unwrap().header_value(), "15s");
+    }
+
+    #[test]
+    fn names_are_one_subject_token_of_at_most_128_bytes() {
+        for bad in ["", "a.b", "*", ">", "a b", "ключ", &"k".repeat(129)] {
+            assert!(LeaseKey::try_from(bad.to_string()).is_err(), "{bad}");
+            assert!(HolderId::try_from(bad.to_string()).is_err(), "{bad}");
+        }
+        assert!(LeaseKey::try_from("A-z_09".repeat(21) + "ab").is_ok());
+    }
+
+    #[test]
+    fn decode_names_the_bad_field() {
+        let msg = invalid::<AcquireRequest>(r#"{"key":"k","holder":"h","ttl_ms":1500}"#);
+        assert!(msg.contains("ttl_ms must be a whole number of seconds"), "{msg}");
+        let msg = invalid::<RenewRequest>(r#"{"key":"k","holder":"h","ttl_ms":1000}"#);
+        assert!(msg.contains("missing field `revision`"), "{msg}");
+        let msg = invalid::<AcquireRequest>(r#"["k","h",1000]"#);
+        assert!(msg.contains("JSON object"), "{msg}");
+        let msg = invalid::<AcquireRequest>("nope");
+        assert!(msg.contains("not JSON"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored() {
+        let req: ReleaseRequest =
+            decode(br#"{"key":"k","holder":"h","revision":3,"ttl_ms":1500,"x":[1]}"#).unwrap();
+        assert_eq!(req.revision.get(), 3);
+    }
+}

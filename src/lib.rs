@@ -1,0 +1,113 @@
+//! `dagnats-leases`: leases over NATS. Replicas of a service elect a leader
+//! or split shard ownership with a key that one holder owns for a bounded
+//! time, kept in a JetStream KV bucket whose server enforces the TTL.
+//!
+//! # Layout
+//!
+//! - [`core`]: the lease operations of the seed, typed requests and
+//!   replies, and the one error type that owns every wire `kind`. It knows
+//!   nothing of transports.
+//! - [`store`]: the `leases` bucket: provisioning, compare-and-set writes,
+//!   reads through the stream leader, and whether it can serve right now.
+//! - [`nats`]: the NATS front, `api.leases.*` in queue group
+//!   `dagnats-leases`; it decodes, calls the core, encodes.
+//! - [`protocol`]: subjects, headers and names on the wire.
+//! - [`config`], [`telemetry`]: settings and logs of `dagnats-leases serve`.
+//!
+//! [`run`] wires them together; `main.rs` only parses the command line.
+
+pub mod config;
+pub mod core;
+pub mod nats;
+pub mod protocol;
+pub mod store;
+pub mod telemetry;
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use config::Config;
+use core::LeaseCore;
+
+/// How long one JetStream request may take before the call answers
+/// `unavailable`; below a client's usual 5 s request timeout, so callers
+/// hear why rather than time out.
+const STORE_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Why the gateway stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("invalid settings: {0}")]
+    Settings(String),
+    #[error(transparent)]
+    Refused(#[from] store::Refusal),
+    #[error("NATS: {0}")]
+    Nats(String),
+}
+
+/// Runs the gateway until `shutdown` completes: provisions the bucket in the
+/// background, answers the lease subjects, then stops taking requests,
+/// finishes the ones in flight and drains the NATS connection.
+///
+/// It starts even when NATS or JetStream is down (calls answer
+/// `unavailable` until it is back) and returns an error only for settings
+/// it cannot use or an existing bucket it must not touch.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
+    let options = config.connect_options().await.map_err(RunError::Settings)?;
+    let options = options.event_callback(|event| async move {
+        match event {
+            async_nats::Event::Connected => tracing::info!("connected to NATS"),
+            async_nats::Event::Disconnected => tracing::warn!("disconnected from NATS"),
+            other => tracing::info!(event = %other, "NATS connection event"),
+        }
+    });
+    let client = options
+        .connect(config.nats_url.join(","))
+        .await
+        .map_err(|err| RunError::Nats(err.to_string()))?;
+
+    let stop = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    let (store, provisioner) = store::store(client.clone(), config.bucket(), STORE_TIMEOUT);
+    let core = LeaseCore::new(store);
+    let mut provisioning = tokio::spawn(store::keep_provisioned(provisioner, stop.child_token()));
+
+    let front = tokio::spawn({
+        let (client, tasks, stop) = (client.clone(), tasks.clone(), stop.clone());
+        async move {
+            match nats::subscribe(&client).await {
+                Ok(subs) => {
+                    tracing::info!("serving lease requests on api.leases.*");
+                    nats::serve(client, core, subs, tasks, stop).await;
+                }
+                Err(err) => tracing::error!(%err, "could not subscribe to the lease subjects"),
+            }
+        }
+    });
+
+    let outcome = tokio::select! {
+        () = shutdown => Ok(()),
+        refused = &mut provisioning => match refused {
+            Ok(Err(refusal)) => Err(RunError::from(refusal)),
+            Ok(Ok(())) => Ok(()),
+            Err(panic) => Err(RunError::Nats(format!("provisioning task failed: {panic}"))),
+        },
+    };
+    tracing::info!("shutting down: no new requests, finishing the ones in flight");
+    stop.cancel();
+    let _ = front.await;
+    tasks.close();
+    tasks.wait().await;
+    provisioning.abort();
+    if let Err(err) = client.flush().await {
+        tracing::warn!(%err, "could not flush the last replies");
+    }
+    if let Err(err) = client.drain().await {
+        tracing::warn!(%err, "could not drain the NATS connection");
+    }
+    tracing::info!("stopped");
+    outcome
+}

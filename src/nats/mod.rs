@@ -1,0 +1,125 @@
+//! The NATS front: the `api.leases.*` request/reply subjects in queue group
+//! `dagnats-leases`. Each handler decodes, calls the core, encodes; nothing
+//! else.
+
+use std::sync::Arc;
+
+use async_nats::{Client, Message, Subscriber};
+use futures::StreamExt;
+use futures::stream::select_all;
+use serde::Serialize;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::core::model::decode;
+use crate::core::{LeaseCore, LeaseError};
+use crate::protocol::{QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW};
+
+/// Requests handled at once; past this the front stops reading until one
+/// finishes, so a burst queues in NATS rather than in memory.
+const MAX_IN_FLIGHT: usize = 4_096;
+
+/// The operations of the lease API, one per subject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Acquire,
+    Renew,
+    Release,
+    Owner,
+}
+
+impl Op {
+    const ALL: [Op; 4] = [Op::Acquire, Op::Renew, Op::Release, Op::Owner];
+
+    /// The request subject of this operation.
+    pub fn subject(self) -> &'static str {
+        match self {
+            Op::Acquire => SUBJECT_ACQUIRE,
+            Op::Renew => SUBJECT_RENEW,
+            Op::Release => SUBJECT_RELEASE,
+            Op::Owner => SUBJECT_OWNER,
+        }
+    }
+}
+
+/// Subscribes to every lease subject. Returns once the subscriptions are
+/// registered with the server, so callers know requests will be answered.
+pub async fn subscribe(client: &Client) -> Result<Vec<(Op, Subscriber)>, async_nats::Error> {
+    let mut subs = Vec::new();
+    for op in Op::ALL {
+        let sub = client
+            .queue_subscribe(op.subject(), QUEUE_GROUP.to_string())
+            .await?;
+        subs.push((op, sub));
+    }
+    client.flush().await?;
+    Ok(subs)
+}
+
+/// Answers requests until `shutdown`, then unsubscribes so no new request
+/// reaches this gateway. Handlers run on `tasks`, which the caller awaits
+/// before draining the connection.
+pub async fn serve(
+    client: Client,
+    core: LeaseCore,
+    subs: Vec<(Op, Subscriber)>,
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
+) {
+    let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let mut requests = select_all(
+        subs.into_iter()
+            .map(|(op, sub)| sub.map(move |msg| (op, msg)).boxed()),
+    );
+    loop {
+        let permit = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            permit = permits.clone().acquire_owned() => permit.expect("never closed"),
+        };
+        let (op, msg) = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            next = requests.next() => match next {
+                Some(request) => request,
+                None => break,
+            },
+        };
+        let (client, core) = (client.clone(), core.clone());
+        tasks.spawn(async move {
+            answer(&client, &core, op, msg).await;
+            drop(permit);
+        });
+    }
+    // Dropping the subscribers unsubscribes; the queue group then sends
+    // new requests to the other gateways.
+    drop(requests);
+}
+
+async fn answer(client: &Client, core: &LeaseCore, op: Op, msg: Message) {
+    let Some(reply_to) = msg.reply.clone() else {
+        tracing::debug!(subject = %msg.subject, "request without a reply subject ignored");
+        return;
+    };
+    let body = handle(core, op, &msg.payload).await;
+    if let Err(err) = client.publish(reply_to, body.into()).await {
+        tracing::warn!(%err, op = ?op, "could not send reply");
+    }
+}
+
+/// Runs one request and encodes its reply or error.
+async fn handle(core: &LeaseCore, op: Op, body: &[u8]) -> Vec<u8> {
+    match op {
+        Op::Acquire => encode(async { core.acquire(decode(body)?).await }.await),
+        Op::Renew => encode(async { core.renew(decode(body)?).await }.await),
+        Op::Release => encode(async { core.release(decode(body)?).await }.await),
+        Op::Owner => encode(async { core.owner(decode(body)?).await }.await),
+    }
+}
+
+fn encode<T: Serialize>(result: Result<T, LeaseError>) -> Vec<u8> {
+    match result {
+        Ok(reply) => serde_json::to_vec(&reply),
+        Err(err) => serde_json::to_vec(&err.body()),
+    }
+    .expect("replies serialize")
+}

@@ -1,0 +1,54 @@
+//! The names on the wire, in one place, each with the seed sentence it comes from.
+//!
+//! Tests outside this crate rely on every one of these strings: they are the
+//! contract, not implementation details.
+
+/// "Leases live in the leases KV bucket."
+pub const BUCKET: &str = "leases";
+
+/// The stream behind the bucket, named by the standard KV layout.
+pub const STREAM: &str = "KV_leases";
+
+/// Subjects that hold the records: "a key is exactly one subject token".
+pub const KEY_SUBJECTS: &str = "$KV.leases.>";
+
+/// "They use the queue group dagnats-leases, so exactly one dagnats instance
+/// handles each request."
+pub const QUEUE_GROUP: &str = "dagnats-leases";
+
+/// Request/reply subjects of the lease API.
+pub const SUBJECT_ACQUIRE: &str = "api.leases.acquire";
+/// See [`SUBJECT_ACQUIRE`].
+pub const SUBJECT_RENEW: &str = "api.leases.renew";
+/// See [`SUBJECT_ACQUIRE`].
+pub const SUBJECT_RELEASE: &str = "api.leases.release";
+/// See [`SUBJECT_ACQUIRE`].
+pub const SUBJECT_OWNER: &str = "api.leases.owner";
+
+/// "The server republishes every write to the bucket on
+/// dagnats.lease.changed.<key>."
+pub const CHANGED_PREFIX: &str = "dagnats.lease.changed";
+
+/// Names why a record was written: `acquired`, `renewed` or `released`.
+pub const HEADER_EVENT: &str = "Dagnats-Lease-Event";
+
+/// The JetStream compare-and-set header: the write lands only if the key's
+/// last sequence (the fence) is this one.
+pub const HEADER_EXPECTED_SEQ: &str = "Nats-Expected-Last-Subject-Sequence";
+
+/// Per-message TTL (nats-server 2.11+), always whole seconds, e.g. `15s`.
+pub const HEADER_TTL: &str = "Nats-TTL";
+
+/// Set by the server on the marker it writes when a key's TTL runs out.
+pub const HEADER_MARKER_REASON: &str = "Nats-Marker-Reason";
+
+/// Standard KV operation header; a release writes `PURGE`.
+pub const HEADER_KV_OPERATION: &str = "KV-Operation";
+
+/// With `sub`, a write replaces every earlier message of its key.
+pub const HEADER_ROLLUP: &str = "Nats-Rollup";
+
+/// Subject of the record for `key`.
+pub fn key_subject(key: &str) -> String {
+    format!("$KV.{BUCKET}.{key}")
+}
