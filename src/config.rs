@@ -34,7 +34,12 @@ pub struct Config {
     pub nats_nkey: Option<String>,
 
     /// NATS authentication token.
-    #[arg(long, env = "NATS_TOKEN", hide_env_values = true, conflicts_with = "nats_user")]
+    #[arg(
+        long,
+        env = "NATS_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "nats_user"
+    )]
     pub nats_token: Option<String>,
 
     /// NATS user name; needs a password.
@@ -42,7 +47,12 @@ pub struct Config {
     pub nats_user: Option<String>,
 
     /// NATS password; needs a user name.
-    #[arg(long, env = "NATS_PASSWORD", hide_env_values = true, requires = "nats_user")]
+    #[arg(
+        long,
+        env = "NATS_PASSWORD",
+        hide_env_values = true,
+        requires = "nats_user"
+    )]
     pub nats_password: Option<String>,
 
     /// CA certificate (PEM) to verify the NATS server; implies TLS.

@@ -21,6 +21,7 @@ pub struct Known {
     pub revision: u64,
     pub holder: String,
     pub acquired_at: OffsetDateTime,
+    pub ttl_ms: u64,
 }
 
 /// Last known revision of each key.
@@ -67,6 +68,7 @@ mod tests {
             revision,
             holder: "h".into(),
             acquired_at: OffsetDateTime::UNIX_EPOCH,
+            ttl_ms: 1_000,
         }
     }
 

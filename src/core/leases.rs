@@ -8,8 +8,8 @@ use time::OffsetDateTime;
 use super::error::LeaseError;
 use super::known::{Known, KnownRevisions};
 use super::model::{
-    AcquireRequest, FreeKey, Grant, HolderId, Lease, Owner, OwnerRequest, Released,
-    ReleaseRequest, RenewRequest, Revision, Ttl,
+    AcquireRequest, FreeKey, Grant, HolderId, Lease, Owner, OwnerRequest, ReleaseRequest, Released,
+    RenewRequest, Revision, Ttl,
 };
 use crate::store::record::{Entry, LeaseEvent, LeaseRecord, RECORD_VERSION, ReleaseRecord};
 use crate::store::{Availability, Bucket, Store, StoreError, Write};
@@ -18,10 +18,6 @@ use crate::store::{Availability, Bucket, Store, StoreError, Write};
 /// contention as `unavailable`. Each lost round means another writer
 /// landed, so the next read usually settles the answer.
 const MAX_ROUNDS: usize = 4;
-
-/// How long a release tombstone lives: the window in which a release
-/// retried after a lost reply still gets `released` rather than `lost`.
-const TOMBSTONE_TTL_SECS: u64 = 60;
 
 /// The lease operations of the seed. Cheap to clone; every front shares one.
 #[derive(Clone)]
@@ -62,10 +58,16 @@ impl LeaseCore {
             };
             let now = OffsetDateTime::now_utc();
             let record = lease_record(&req.holder, req.ttl_ms, now, now, expected);
-            match self.write_lease(&bucket, key, expected, LeaseEvent::Acquired, &record).await {
+            match self
+                .write_lease(&bucket, key, expected, LeaseEvent::Acquired, &record)
+                .await
+            {
                 Ok(seq) => {
                     let lease = lease(key, seq, &record, None);
-                    return Ok(Grant { granted: true, lease });
+                    return Ok(Grant {
+                        granted: true,
+                        lease,
+                    });
                 }
                 Err(StoreError::Conflict) => continue,
                 Err(err) => return Err(self.store_error(err)),
@@ -107,7 +109,10 @@ impl LeaseCore {
                     stored_at,
                 }) if record.prev == revision && record.holder == req.holder.as_str() => {
                     let lease = lease(key, seq, &record, Some(stored_at));
-                    return Ok(Grant { granted: true, lease });
+                    return Ok(Grant {
+                        granted: true,
+                        lease,
+                    });
                 }
                 _ => return Err(lost(key, &req.holder, req.revision)),
             }
@@ -125,7 +130,7 @@ impl LeaseCore {
             if known.holder != req.holder.as_str() {
                 return Err(lost(key, &req.holder, req.revision));
             }
-            match self.release_at(&bucket, &req).await {
+            match self.release_at(&bucket, &req, known.ttl_ms).await {
                 Err(StoreError::Conflict) => {}
                 done => return done.map_err(|err| self.store_error(err)),
             }
@@ -135,7 +140,7 @@ impl LeaseCore {
                 Some(Entry::Held { seq, record, .. })
                     if seq == revision && record.holder == req.holder.as_str() =>
                 {
-                    match self.release_at(&bucket, &req).await {
+                    match self.release_at(&bucket, &req, record.ttl_ms).await {
                         Err(StoreError::Conflict) => continue,
                         done => return done.map_err(|err| self.store_error(err)),
                     }
@@ -181,14 +186,26 @@ impl LeaseCore {
         let revision = req.revision.get();
         let now = OffsetDateTime::now_utc();
         let record = lease_record(&req.holder, req.ttl_ms, acquired_at, now, revision);
-        let seq = self.write_lease(bucket, key, revision, LeaseEvent::Renewed, &record).await?;
+        let seq = self
+            .write_lease(bucket, key, revision, LeaseEvent::Renewed, &record)
+            .await?;
         Ok(Grant {
             granted: true,
             lease: lease(key, seq, &record, None),
         })
     }
 
-    async fn release_at(&self, bucket: &Bucket, req: &ReleaseRequest) -> Result<Released, StoreError> {
+    /// Writes the release tombstone. It lives as long as the lease it ends
+    /// (`ttl_ms`): the window in which a release retried after a lost reply
+    /// still gets `released` rather than `lost`. It is a purge, which
+    /// expires without the server's expiry marker, so a released key never
+    /// later looks expired.
+    async fn release_at(
+        &self,
+        bucket: &Bucket,
+        req: &ReleaseRequest,
+        ttl_ms: u64,
+    ) -> Result<Released, StoreError> {
         let key = req.key.as_str();
         let tombstone = ReleaseRecord {
             v: RECORD_VERSION,
@@ -198,7 +215,7 @@ impl LeaseCore {
         };
         let write = Write {
             event: LeaseEvent::Released,
-            ttl_secs: TOMBSTONE_TTL_SECS,
+            ttl_secs: ttl_ms / 1_000,
             body: serde_json::to_vec(&tombstone).expect("a record serializes"),
         };
         let seq = bucket.write(key, req.revision.get(), write).await?;
@@ -225,7 +242,10 @@ impl LeaseCore {
     }
 
     async fn read(&self, bucket: &Bucket, key: &str) -> Result<Option<Entry>, LeaseError> {
-        let entry = bucket.last(key).await.map_err(|err| self.store_error(err))?;
+        let entry = bucket
+            .last(key)
+            .await
+            .map_err(|err| self.store_error(err))?;
         if let Some(Entry::Held { seq, record, .. }) = &entry {
             self.remember(key, *seq, record);
         }
@@ -237,6 +257,7 @@ impl LeaseCore {
             revision: seq,
             holder: record.holder.clone(),
             acquired_at: record.acquired_at,
+            ttl_ms: record.ttl_ms,
         };
         self.known.remember(key, known);
     }

@@ -272,7 +272,10 @@ mod tests {
     #[test]
     fn decode_names_the_bad_field() {
         let msg = invalid::<AcquireRequest>(r#"{"key":"k","holder":"h","ttl_ms":1500}"#);
-        assert!(msg.contains("ttl_ms must be a whole number of seconds"), "{msg}");
+        assert!(
+            msg.contains("ttl_ms must be a whole number of seconds"),
+            "{msg}"
+        );
         let msg = invalid::<RenewRequest>(r#"{"key":"k","holder":"h","ttl_ms":1000}"#);
         assert!(msg.contains("missing field `revision`"), "{msg}");
         let msg = invalid::<AcquireRequest>(r#"["k","h",1000]"#);

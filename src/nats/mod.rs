@@ -14,7 +14,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::core::model::decode;
 use crate::core::{LeaseCore, LeaseError};
-use crate::protocol::{QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW};
+use crate::protocol::{
+    QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
+};
 
 /// Requests handled at once; past this the front stops reading until one
 /// finishes, so a burst queues in NATS rather than in memory.

@@ -9,18 +9,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use async_nats::connection::State;
-use async_nats::{Client, HeaderMap, RequestErrorKind};
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
-use bytes::Bytes;
-use serde::Deserialize;
 use super::record::{Entry, LeaseEvent, decode_entry};
 use crate::core::timefmt;
 use crate::protocol::{
     HEADER_EVENT, HEADER_EXPECTED_SEQ, HEADER_KV_OPERATION, HEADER_ROLLUP, HEADER_TTL, STREAM,
     key_subject,
 };
+use async_nats::connection::State;
+use async_nats::{Client, HeaderMap, RequestErrorKind};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use bytes::Bytes;
+use serde::Deserialize;
 
 /// JetStream error codes this adapter gives a meaning to.
 const ERR_WRONG_LAST_SEQUENCE: u64 = 10071;
@@ -153,8 +153,7 @@ impl Bucket {
         headers.insert(HEADER_EVENT, write.event.as_str());
         if write.event == LeaseEvent::Released {
             // A purge with a TTL expires without leaving an expiry marker
-            // (a delete would leave one), so a released key never later
-            // looks expired to subscribers.
+            // (a delete would leave one).
             headers.insert(HEADER_KV_OPERATION, "PURGE");
             headers.insert(HEADER_ROLLUP, "sub");
         }

@@ -107,7 +107,11 @@ pub async fn keep_provisioned(p: Provisioner, shutdown: CancellationToken) -> Re
                 retry = RETRY_MIN;
                 let bucket =
                     Bucket::new(p.client.clone(), p.request_timeout, p.highest_seen.clone());
-                (Availability::Ready(bucket), RECHECK, "leases bucket ready".to_string())
+                (
+                    Availability::Ready(bucket),
+                    RECHECK,
+                    "leases bucket ready".to_string(),
+                )
             }
             Provisioned::Unsupported { server_version } => {
                 let note = format!(

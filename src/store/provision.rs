@@ -109,7 +109,10 @@ fn check_immutable(config: &Value) -> Result<(), Refusal> {
         )));
     }
     if !matches!(field("retention").as_str(), None | Some("limits")) {
-        return Err(Refusal(format!("retention is {}, expected limits", field("retention"))));
+        return Err(Refusal(format!(
+            "retention is {}, expected limits",
+            field("retention")
+        )));
     }
     if field("sealed") == json!(true) {
         return Err(Refusal("the stream is sealed".into()));
@@ -137,11 +140,16 @@ async fn api(client: &Client, op: &str, body: Value) -> Result<Value, String> {
 }
 
 fn err_code(reply: &Value) -> Option<u64> {
-    reply.get("error").map(|e| e["err_code"].as_u64().unwrap_or(0))
+    reply
+        .get("error")
+        .map(|e| e["err_code"].as_u64().unwrap_or(0))
 }
 
 fn describe(reply: &Value) -> String {
-    reply["error"]["description"].as_str().unwrap_or("unknown error").to_string()
+    reply["error"]["description"]
+        .as_str()
+        .unwrap_or("unknown error")
+        .to_string()
 }
 
 /// One provisioning pass. `first_seq` is where a new bucket's sequence
@@ -206,7 +214,10 @@ async fn update(
             describe(&reply)
         )));
     }
-    tracing::info!(stream = STREAM, "updated the leases bucket to the settings leases need");
+    tracing::info!(
+        stream = STREAM,
+        "updated the leases bucket to the settings leases need"
+    );
     Ok(Provisioned::Ready)
 }
 
@@ -231,10 +242,16 @@ mod tests {
 
     #[test]
     fn an_up_to_date_config_needs_no_update() {
-        let settings = BucketSettings { replicas: None, marker_ttl: Duration::from_secs(5) };
+        let settings = BucketSettings {
+            replicas: None,
+            marker_ttl: Duration::from_secs(5),
+        };
         let created = required_config(json!({}), &settings, 0);
         assert_eq!(required_config(created.clone(), &settings, 0), created);
         assert_eq!(created["num_replicas"], json!(1));
-        assert_eq!(created["republish"]["dest"], json!("dagnats.lease.changed.{{wildcard(1)}}"));
+        assert_eq!(
+            created["republish"]["dest"],
+            json!("dagnats.lease.changed.{{wildcard(1)}}")
+        );
     }
 }

@@ -172,7 +172,13 @@ mod tests {
     #[test]
     fn marker_is_free() {
         let entry = decode_entry(9, AT, headers(&[("Nats-Marker-Reason", "MaxAge")]), b"");
-        assert_eq!(entry, Ok(Entry::Free { seq: 9, released: None }));
+        assert_eq!(
+            entry,
+            Ok(Entry::Free {
+                seq: 9,
+                released: None
+            })
+        );
     }
 
     #[test]
@@ -189,7 +195,12 @@ mod tests {
         let entry = decode_entry(3, AT, headers(&[(HEADER_EVENT, "acquired")]), &body).unwrap();
         assert_eq!(
             entry,
-            Entry::Held { seq: 3, event: LeaseEvent::Acquired, record, stored_at: AT }
+            Entry::Held {
+                seq: 3,
+                event: LeaseEvent::Acquired,
+                record,
+                stored_at: AT
+            }
         );
     }
 

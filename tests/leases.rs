@@ -1,0 +1,402 @@
+//! The seed's lease rules over NATS, one test per rule, against a real
+//! nats-server and the real gateway binary.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Setup, eventually, stream_state, timestamp};
+use serde_json::{Value, json};
+
+fn acquire(key: &str, holder: &str, ttl_ms: u64) -> Value {
+    json!({"key": key, "holder": holder, "ttl_ms": ttl_ms})
+}
+
+fn renew(key: &str, holder: &str, revision: &Value, ttl_ms: u64) -> Value {
+    json!({"key": key, "holder": holder, "revision": revision, "ttl_ms": ttl_ms})
+}
+
+fn release(key: &str, holder: &str, revision: &Value) -> Value {
+    json!({"key": key, "holder": holder, "revision": revision})
+}
+
+fn assert_lost(reply: &Value) {
+    assert_eq!(reply["kind"], "lost", "{reply}");
+    assert!(
+        reply["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{reply}"
+    );
+    assert_eq!(reply.as_object().unwrap().len(), 2, "{reply}");
+}
+
+#[tokio::test]
+async fn acquire_grants_a_free_key() {
+    let s = Setup::start().await;
+    let body = acquire("notify-leader", "notify-7f3a", 15_000);
+    let text = common::call_text(&s.client, "acquire", body.to_string().into_bytes()).await;
+    let reply: Value = serde_json::from_str(&text).unwrap();
+    // The seed's field order, as it shows the reply.
+    let order = [
+        "granted",
+        "held",
+        "key",
+        "holder",
+        "revision",
+        "acquired_at",
+        "expires_at",
+        "ttl_ms",
+    ];
+    let positions: Vec<usize> = order
+        .iter()
+        .map(|f| text.find(&format!("\"{f}\":")).unwrap())
+        .collect();
+    assert!(positions.is_sorted(), "{text}");
+    assert_eq!(reply.as_object().unwrap().len(), order.len());
+    assert_eq!(reply["granted"], true);
+    assert_eq!(reply["held"], true);
+    assert_eq!(reply["key"], "notify-leader");
+    assert_eq!(reply["holder"], "notify-7f3a");
+    assert!(reply["revision"].as_u64().unwrap() >= 1);
+    assert_eq!(reply["ttl_ms"], 15_000);
+    let acquired = timestamp(&reply["acquired_at"]);
+    let expires = timestamp(&reply["expires_at"]);
+    assert_eq!(expires - acquired, Duration::from_secs(15));
+}
+
+#[tokio::test]
+async fn acquire_of_a_held_key_names_the_holder_and_is_not_granted() {
+    let s = Setup::start().await;
+    let first = s.call("acquire", acquire("k", "holder-a", 15_000)).await;
+    let other = s.call("acquire", acquire("k", "holder-b", 5_000)).await;
+    assert_eq!(other["granted"], false);
+    assert_eq!(other["held"], true);
+    assert_eq!(other["holder"], "holder-a");
+    assert_eq!(other["revision"], first["revision"]);
+    assert_eq!(other["acquired_at"], first["acquired_at"]);
+    assert_eq!(other["expires_at"], first["expires_at"]);
+    assert_eq!(other["ttl_ms"], 15_000);
+}
+
+#[tokio::test]
+async fn acquire_by_current_holder_is_idempotent_and_does_not_extend_ttl() {
+    let s = Setup::start().await;
+    let first = s.call("acquire", acquire("k", "h", 2_000)).await;
+    let before = stream_state(&s.client).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let again = s.call("acquire", acquire("k", "h", 10_000)).await;
+    assert_eq!(again, first, "same lease, same revision, same expiry");
+    assert_eq!(
+        stream_state(&s.client).await["last_seq"],
+        before["last_seq"],
+        "no write"
+    );
+    // Freed by the first TTL, not a later one.
+    eventually(
+        "the first TTL to free the key",
+        Duration::from_secs(5),
+        || async {
+            let owner = s.call("owner", json!({"key": "k"})).await;
+            (owner["held"] == false).then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn fence_grows_across_holders() {
+    let s = Setup::start().await;
+    let a = s.call("acquire", acquire("k", "a", 1_000)).await;
+    let released = s.call("release", release("k", "a", &a["revision"])).await;
+    let b = s.call("acquire", acquire("k", "b", 1_000)).await;
+    assert_eq!(b["granted"], true);
+    let (ra, rr, rb) = (
+        a["revision"].as_u64().unwrap(),
+        released["revision"].as_u64().unwrap(),
+        b["revision"].as_u64().unwrap(),
+    );
+    assert!(ra < rr && rr < rb, "{ra} < {rr} < {rb}");
+    // After an expiry too: the server's marker sits between the tenures.
+    let c = eventually("b's lease to expire", Duration::from_secs(5), || async {
+        let c = s.call("acquire", acquire("k", "c", 1_000)).await;
+        (c["granted"] == true).then_some(c)
+    })
+    .await;
+    assert!(c["revision"].as_u64().unwrap() > rb);
+}
+
+#[tokio::test]
+async fn expired_lease_is_freed_by_the_server_and_can_be_taken() {
+    let s = Setup::start().await;
+    let a = s.call("acquire", acquire("k", "a", 1_000)).await;
+    let held = s.call("owner", json!({"key": "k"})).await;
+    assert_eq!(held["holder"], "a");
+    let expires = timestamp(&a["expires_at"]);
+    eventually("the key to be freed", Duration::from_secs(5), || async {
+        let owner = s.call("owner", json!({"key": "k"})).await;
+        (owner == json!({"held": false, "key": "k"})).then_some(())
+    })
+    .await;
+    assert!(
+        time::OffsetDateTime::now_utc() >= expires,
+        "never freed early"
+    );
+    let b = s.call("acquire", acquire("k", "b", 1_000)).await;
+    assert_eq!(
+        (b["granted"].clone(), b["holder"].clone()),
+        (json!(true), json!("b"))
+    );
+}
+
+#[tokio::test]
+async fn renew_extends_the_lease_with_a_new_fence_and_keeps_acquired_at() {
+    let s = Setup::start().await;
+    let a = s.call("acquire", acquire("k", "h", 2_000)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = s
+        .call("renew", renew("k", "h", &a["revision"], 3_000))
+        .await;
+    assert_eq!(r["granted"], true);
+    assert_eq!(r["held"], true);
+    assert_eq!(r["key"], "k");
+    assert_eq!(r["holder"], "h");
+    assert!(r["revision"].as_u64() > a["revision"].as_u64());
+    assert_eq!(
+        r["acquired_at"], a["acquired_at"],
+        "the tenure stays the same"
+    );
+    assert_eq!(r["ttl_ms"], 3_000);
+    assert!(timestamp(&r["expires_at"]) > timestamp(&a["expires_at"]));
+    let owner = s.call("owner", json!({"key": "k"})).await;
+    assert_eq!(owner["revision"], r["revision"]);
+    assert_eq!(owner["ttl_ms"], 3_000);
+}
+
+#[tokio::test]
+async fn renew_keeps_the_key_past_its_first_ttl() {
+    let s = Setup::start().await;
+    let mut lease = s.call("acquire", acquire("k", "h", 1_000)).await;
+    let first_expiry = timestamp(&lease["expires_at"]);
+    while time::OffsetDateTime::now_utc() < first_expiry + Duration::from_millis(700) {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        lease = s
+            .call("renew", renew("k", "h", &lease["revision"], 1_000))
+            .await;
+        assert_eq!(lease["granted"], true, "{lease}");
+    }
+    let owner = s.call("owner", json!({"key": "k"})).await;
+    assert_eq!(owner["holder"], "h");
+}
+
+#[tokio::test]
+async fn renew_by_another_holder_is_lost() {
+    let s = Setup::start().await;
+    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
+    let before = stream_state(&s.client).await;
+    assert_lost(
+        &s.call("renew", renew("k", "b", &a["revision"], 15_000))
+            .await,
+    );
+    assert_eq!(stream_state(&s.client).await, before);
+}
+
+#[tokio::test]
+async fn renew_at_a_stale_revision_is_lost() {
+    let s = Setup::start().await;
+    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
+    let r = s
+        .call("renew", renew("k", "a", &a["revision"], 15_000))
+        .await;
+    let r2 = s
+        .call("renew", renew("k", "a", &r["revision"], 15_000))
+        .await;
+    assert_eq!(r2["granted"], true);
+    // a's first fence is two writes old: not a retry of the last renew.
+    assert_lost(
+        &s.call("renew", renew("k", "a", &a["revision"], 15_000))
+            .await,
+    );
+    let wrong = json!(a["revision"].as_u64().unwrap() + 1_000);
+    assert_lost(&s.call("renew", renew("k", "a", &wrong, 15_000)).await);
+}
+
+#[tokio::test]
+async fn renew_of_a_free_key_is_lost() {
+    let s = Setup::start().await;
+    assert_lost(
+        &s.call("renew", renew("nobody", "a", &json!(1), 15_000))
+            .await,
+    );
+}
+
+#[tokio::test]
+async fn renew_after_expiry_is_lost() {
+    let s = Setup::start().await;
+    let a = s.call("acquire", acquire("k", "a", 1_000)).await;
+    eventually("expiry", Duration::from_secs(5), || async {
+        let owner = s.call("owner", json!({"key": "k"})).await;
+        (owner["held"] == false).then_some(())
+    })
+    .await;
+    assert_lost(
+        &s.call("renew", renew("k", "a", &a["revision"], 1_000))
+            .await,
+    );
+}
+
+#[tokio::test]
+async fn renew_retried_after_a_lost_reply_gets_the_same_outcome() {
+    let s = Setup::start().await;
+    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
+    let first = s
+        .call("renew", renew("k", "a", &a["revision"], 15_000))
+        .await;
+    let before = stream_state(&s.client).await;
+    let retry = s
+        .call("renew", renew("k", "a", &a["revision"], 15_000))
+        .await;
+    assert_eq!(retry, first);
+    assert_eq!(
+        stream_state(&s.client).await,
+        before,
+        "the retry wrote nothing"
+    );
+}
+
+#[tokio::test]
+async fn renew_retried_on_another_gateway_gets_the_same_outcome() {
+    // The second gateway has never seen this lease: it must read the
+    // record to recognise the retry.
+    let s = Setup::start().await;
+    let other = common::Gateway::start(&s.server.url).await;
+    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
+    let first = s
+        .call("renew", renew("k", "a", &a["revision"], 15_000))
+        .await;
+    drop(s.gateway);
+    let retry = common::call(&s.client, "renew", renew("k", "a", &a["revision"], 15_000)).await;
+    assert_eq!(retry, first);
+    drop(other);
+}
+
+#[tokio::test]
+async fn release_frees_the_key_and_replies_with_the_release_fence() {
+    let s = Setup::start().await;
+    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
+    let r = s.call("release", release("k", "a", &a["revision"])).await;
+    let fence = r["revision"].as_u64().unwrap();
+    assert!(fence > a["revision"].as_u64().unwrap());
+    assert_eq!(
+        r,
+        json!({"released": true, "held": false, "key": "k", "holder": "a", "revision": fence})
+    );
+    assert_eq!(
+        s.call("owner", json!({"key": "k"})).await,
+        json!({"held": false, "key": "k"})
+    );
+}
+
+#[tokio::test]
+async fn release_ignores_ttl_ms_as_the_seed_example_sends_it() {
+    let s = Setup::start().await;
+    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
+    let body = json!({"key": "k", "holder": "a", "revision": a["revision"], "ttl_ms": 15_000});
+    assert_eq!(s.call("release", body).await["released"], true);
+}
+
+#[tokio::test]
+async fn release_retried_after_a_lost_reply_gets_the_same_outcome() {
+    let s = Setup::start().await;
+    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
+    let first = s.call("release", release("k", "a", &a["revision"])).await;
+    let before = stream_state(&s.client).await;
+    let retry = s.call("release", release("k", "a", &a["revision"])).await;
+    assert_eq!(retry, first);
+    assert_eq!(
+        stream_state(&s.client).await,
+        before,
+        "the retry wrote nothing"
+    );
+}
+
+#[tokio::test]
+async fn release_of_an_expired_lease_is_lost() {
+    let s = Setup::start().await;
+    let a = s.call("acquire", acquire("k", "a", 1_000)).await;
+    eventually("expiry", Duration::from_secs(5), || async {
+        let owner = s.call("owner", json!({"key": "k"})).await;
+        (owner["held"] == false).then_some(())
+    })
+    .await;
+    assert_lost(&s.call("release", release("k", "a", &a["revision"])).await);
+}
+
+#[tokio::test]
+async fn release_by_another_holder_or_at_a_stale_revision_is_lost() {
+    let s = Setup::start().await;
+    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
+    let r = s
+        .call("renew", renew("k", "a", &a["revision"], 15_000))
+        .await;
+    let before = stream_state(&s.client).await;
+    assert_lost(&s.call("release", release("k", "b", &r["revision"])).await);
+    assert_lost(
+        &s.call("release", release("k", "a", &json!(1_000_000)))
+            .await,
+    );
+    assert_eq!(stream_state(&s.client).await, before);
+    assert_eq!(
+        s.call("owner", json!({"key": "k"})).await["revision"],
+        r["revision"]
+    );
+}
+
+#[tokio::test]
+async fn release_of_a_free_key_is_lost() {
+    let s = Setup::start().await;
+    assert_lost(&s.call("release", release("nobody", "a", &json!(1))).await);
+}
+
+#[tokio::test]
+async fn owner_of_a_free_key_is_held_false_and_the_key() {
+    let s = Setup::start().await;
+    let owner = s.call("owner", json!({"key": "free"})).await;
+    assert_eq!(owner, json!({"held": false, "key": "free"}));
+}
+
+#[tokio::test]
+async fn owner_reports_the_lease_and_has_no_side_effects() {
+    let s = Setup::start().await;
+    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
+    let before = stream_state(&s.client).await;
+    for _ in 0..3 {
+        let owner = s.call("owner", json!({"key": "k"})).await;
+        let mut expected = a.clone();
+        expected.as_object_mut().unwrap().remove("granted");
+        assert_eq!(owner, expected);
+    }
+    s.call("owner", json!({"key": "free"})).await;
+    assert_eq!(stream_state(&s.client).await, before);
+}
+
+#[tokio::test]
+async fn leases_survive_a_server_restart() {
+    let mut s = Setup::start().await;
+    let a = s.call("acquire", acquire("k", "a", 60_000)).await;
+    s.server.restart().await;
+    let owner = eventually(
+        "the gateway to reconnect",
+        Duration::from_secs(15),
+        || async {
+            let owner = s.call("owner", json!({"key": "k"})).await;
+            (owner["kind"] != "unavailable").then_some(owner)
+        },
+    )
+    .await;
+    assert_eq!(owner["holder"], "a");
+    assert_eq!(owner["revision"], a["revision"]);
+    let r = s
+        .call("renew", renew("k", "a", &a["revision"], 60_000))
+        .await;
+    assert_eq!(r["granted"], true, "{r}");
+    s.client = common::client(&s.server.url).await;
+}
