@@ -78,7 +78,7 @@ pub struct Ttl(u64);
 impl TryFrom<u64> for Ttl {
     type Error = String;
     fn try_from(ms: u64) -> Result<Self, String> {
-        if !(MIN_TTL_MS..=MAX_TTL_MS).contains(&ms) || ms % 1_000 != 0 {
+        if !(MIN_TTL_MS..=MAX_TTL_MS).contains(&ms) || !ms.is_multiple_of(1_000) {
             return Err(format!(
                 "ttl_ms must be a whole number of seconds from {MIN_TTL_MS} to {MAX_TTL_MS}, got {ms}"
             ));

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use async_nats::{Client, Message, Subscriber};
 use futures::StreamExt;
-use futures::stream::select_all;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -59,9 +58,10 @@ pub async fn subscribe(client: &Client) -> Result<Vec<(Op, Subscriber)>, async_n
     Ok(subs)
 }
 
-/// Answers requests until `shutdown`, then unsubscribes so no new request
-/// reaches this gateway. Handlers run on `tasks`, which the caller awaits
-/// before draining the connection.
+/// Answers requests until `shutdown`, then drains: the server stops
+/// sending this gateway requests (the queue group sends them to the others)
+/// and the ones already delivered are still answered. Handlers run on
+/// `tasks`, which the caller awaits before draining the connection.
 pub async fn serve(
     client: Client,
     core: LeaseCore,
@@ -70,31 +70,60 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    let mut requests = select_all(
-        subs.into_iter()
-            .map(|(op, sub)| sub.map(move |msg| (op, msg)).boxed()),
-    );
-    loop {
-        let permit = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            permit = permits.clone().acquire_owned() => permit.expect("never closed"),
-        };
-        let (op, msg) = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            next = requests.next() => match next {
-                Some(request) => request,
-                None => break,
-            },
-        };
-        let (client, core) = (client.clone(), core.clone());
-        tasks.spawn(async move {
-            answer(&client, &core, op, msg).await;
-            drop(permit);
-        });
+    let front = Front {
+        client,
+        core,
+        tasks,
+        permits,
+    };
+    let loops = subs
+        .into_iter()
+        .map(|(op, sub)| front.serve_subject(op, sub, shutdown.clone()));
+    futures::future::join_all(loops).await;
+}
+
+/// What every subject's loop shares.
+struct Front {
+    client: Client,
+    core: LeaseCore,
+    tasks: TaskTracker,
+    permits: Arc<Semaphore>,
+}
+
+enum Step {
+    Drain,
+    Request(Option<Message>),
+}
+
+impl Front {
+    async fn serve_subject(&self, op: Op, mut sub: Subscriber, shutdown: CancellationToken) {
+        let mut draining = false;
+        loop {
+            let step = tokio::select! {
+                biased;
+                _ = shutdown.cancelled(), if !draining => Step::Drain,
+                msg = sub.next() => Step::Request(msg),
+            };
+            match step {
+                Step::Drain => {
+                    draining = true;
+                    if let Err(err) = sub.drain().await {
+                        tracing::warn!(%err, subject = op.subject(), "could not drain");
+                        return;
+                    }
+                }
+                Step::Request(Some(msg)) => {
+                    let permit = self.permits.clone().acquire_owned().await;
+                    let (client, core) = (self.client.clone(), self.core.clone());
+                    self.tasks.spawn(async move {
+                        answer(&client, &core, op, msg).await;
+                        drop(permit);
+                    });
+                }
+                Step::Request(None) => return,
+            }
+        }
     }
-    // Dropping the subscribers unsubscribes; the queue group then sends
-    // new requests to the other gateways.
-    drop(requests);
 }
 
 async fn answer(client: &Client, core: &LeaseCore, op: Op, msg: Message) {

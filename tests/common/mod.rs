@@ -336,6 +336,21 @@ pub async fn call_text(client: &async_nats::Client, op: &str, body: Vec<u8>) -> 
     String::from_utf8(reply.payload.to_vec()).expect("reply is UTF-8")
 }
 
+/// `api.leases.<op>`, or `None` when nobody answers (no gateway
+/// subscribed yet, or no reply in time): for polling while things start.
+pub async fn try_call(client: &async_nats::Client, op: &str, body: Value) -> Option<Value> {
+    let subject = format!("api.leases.{op}");
+    let payload = serde_json::to_vec(&body).unwrap();
+    let reply = tokio::time::timeout(
+        Duration::from_secs(5),
+        client.request(subject, payload.into()),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    Some(serde_json::from_slice(&reply.payload).expect("reply is JSON"))
+}
+
 /// A JetStream API call, raw JSON in and out.
 pub async fn js_api(client: &async_nats::Client, op: &str, body: Value) -> Value {
     let reply = client

@@ -1,0 +1,212 @@
+//! The `leases` bucket: provisioned as contract.md section 1 says, never
+//! deleted or recreated, updated where safe, refused where not.
+
+mod common;
+
+use std::time::Duration;
+
+use base64::Engine;
+use common::{Gateway, NatsServer, Setup, client, eventually, js_api, stream_info};
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn bucket_is_provisioned_as_the_contract_says() {
+    let s = Setup::start().await;
+    let info = stream_info(&s.client).await;
+    let config = &info["config"];
+    assert_eq!(config["name"], "KV_leases");
+    assert_eq!(config["subjects"], json!(["$KV.leases.>"]));
+    assert_eq!(config["max_msgs_per_subject"], 1);
+    assert_eq!(config["allow_msg_ttl"], true);
+    assert_eq!(config["subject_delete_marker_ttl"], 5_000_000_000u64);
+    assert_eq!(config["allow_direct"], false);
+    assert_eq!(
+        config["republish"],
+        json!({"src": "$KV.leases.*", "dest": "dagnats.lease.changed.{{wildcard(1)}}"})
+    );
+    assert_eq!(config["num_replicas"], 1);
+    assert_eq!(config["storage"], "file");
+    assert_eq!(config["max_age"], 0);
+    assert_eq!(config["allow_rollup_hdrs"], true);
+}
+
+async fn create_stream(client: &async_nats::Client, config: Value) {
+    let created = js_api(client, "STREAM.CREATE.KV_leases", config).await;
+    assert!(created.get("error").is_none(), "{created}");
+}
+
+async fn assert_refused(config: Value, reason: &str) {
+    let server = NatsServer::start().await;
+    let c = client(&server.url).await;
+    create_stream(&c, config).await;
+    let before = stream_info(&c).await["config"].clone();
+    let mut gateway = Gateway::spawn(&server.url, &[], &[]);
+    let status = gateway
+        .wait_exit(Duration::from_secs(15))
+        .await
+        .expect("the gateway refuses to start");
+    assert!(!status.success());
+    let log = gateway.log.text();
+    assert!(
+        log.contains("refusing to use the existing KV_leases stream"),
+        "{log}"
+    );
+    assert!(log.contains(reason), "{log}");
+    assert_eq!(
+        stream_info(&c).await["config"],
+        before,
+        "the stream was touched"
+    );
+}
+
+#[tokio::test]
+async fn existing_bucket_on_memory_storage_is_refused() {
+    let config = json!({"name": "KV_leases", "subjects": ["$KV.leases.>"], "storage": "memory",
+        "allow_msg_ttl": true, "max_msgs_per_subject": 1});
+    assert_refused(config, "file storage").await;
+}
+
+#[tokio::test]
+async fn existing_stream_with_other_subjects_is_refused() {
+    let config = json!({"name": "KV_leases", "subjects": ["something.else.>"], "storage": "file"});
+    assert_refused(config, "subjects").await;
+}
+
+#[tokio::test]
+async fn existing_bucket_without_ttl_is_updated_in_place() {
+    let server = NatsServer::start().await;
+    let c = client(&server.url).await;
+    create_stream(
+        &c,
+        json!({"name": "KV_leases", "subjects": ["$KV.leases.>"], "storage": "file",
+            "max_msgs_per_subject": 5, "allow_direct": true, "allow_rollup_hdrs": true}),
+    )
+    .await;
+    c.request("$KV.leases.other", "kept".into()).await.unwrap();
+    let before = stream_info(&c).await;
+    let _gateway = Gateway::start(&server.url).await;
+    let after = stream_info(&c).await;
+    assert_eq!(
+        after["created"], before["created"],
+        "updated, not recreated"
+    );
+    assert_eq!(after["state"]["messages"], 1, "messages kept");
+    assert_eq!(after["config"]["allow_msg_ttl"], true);
+    assert_eq!(after["config"]["allow_direct"], false);
+    assert_eq!(after["config"]["max_msgs_per_subject"], 1);
+    assert_eq!(
+        after["config"]["subject_delete_marker_ttl"],
+        5_000_000_000u64
+    );
+    assert_eq!(after["config"]["republish"]["src"], "$KV.leases.*");
+}
+
+#[tokio::test]
+async fn gateway_restart_never_recreates_the_bucket_and_fences_keep_growing() {
+    let mut s = Setup::start().await;
+    let a = s
+        .call(
+            "acquire",
+            json!({"key": "k", "holder": "a", "ttl_ms": 1000}),
+        )
+        .await;
+    let created = stream_info(&s.client).await["created"].clone();
+    drop(std::mem::replace(
+        &mut s.gateway,
+        Gateway::start(&s.server.url).await,
+    ));
+    assert_eq!(stream_info(&s.client).await["created"], created);
+    let b = s
+        .call(
+            "acquire",
+            json!({"key": "k2", "holder": "b", "ttl_ms": 1000}),
+        )
+        .await;
+    assert!(b["revision"].as_u64() > a["revision"].as_u64());
+}
+
+#[tokio::test]
+async fn bucket_deleted_at_runtime_is_created_again_above_the_last_fence() {
+    let s = Setup::start().await;
+    let a = s
+        .call(
+            "acquire",
+            json!({"key": "k", "holder": "a", "ttl_ms": 60000}),
+        )
+        .await;
+    let deleted = js_api(&s.client, "STREAM.DELETE.KV_leases", json!({})).await;
+    assert_eq!(deleted["success"], true, "{deleted}");
+    let b = eventually(
+        "the bucket to be created again",
+        Duration::from_secs(15),
+        || async {
+            let b = s
+                .call(
+                    "acquire",
+                    json!({"key": "k", "holder": "b", "ttl_ms": 1000}),
+                )
+                .await;
+            match b["kind"].as_str() {
+                Some("unavailable") => None,
+                _ => Some(b),
+            }
+        },
+    )
+    .await;
+    assert_eq!(b["granted"], true, "{b}");
+    assert!(
+        b["revision"].as_u64() > a["revision"].as_u64(),
+        "{a} then {b}"
+    );
+}
+
+fn header_block(message: &Value) -> String {
+    let hdrs = message["hdrs"].as_str().unwrap_or_default();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(hdrs)
+        .unwrap();
+    String::from_utf8(bytes).unwrap()
+}
+
+#[tokio::test]
+async fn every_stored_lease_record_carries_a_whole_second_ttl() {
+    let s = Setup::start().await;
+    for key in ["a", "b", "c"] {
+        let g = s
+            .call(
+                "acquire",
+                json!({"key": key, "holder": "h", "ttl_ms": 60000}),
+            )
+            .await;
+        let r = s
+            .call(
+                "renew",
+                json!({"key": key, "holder": "h", "revision": g["revision"], "ttl_ms": 30000}),
+            )
+            .await;
+        if key == "b" {
+            let body = json!({"key": key, "holder": "h", "revision": r["revision"]});
+            s.call("release", body).await;
+        }
+    }
+    let last = stream_info(&s.client).await["state"]["last_seq"]
+        .as_u64()
+        .unwrap();
+    let mut checked = 0;
+    for seq in 1..=last {
+        let got = js_api(&s.client, "STREAM.MSG.GET.KV_leases", json!({"seq": seq})).await;
+        let Some(message) = got.get("message") else {
+            continue;
+        };
+        let block = header_block(message);
+        let ttl = block
+            .lines()
+            .find_map(|l| l.strip_prefix("Nats-TTL: "))
+            .unwrap_or_else(|| panic!("message {seq} has no Nats-TTL: {block:?}"));
+        let secs = ttl.strip_suffix('s').expect("TTL in seconds");
+        assert!(secs.parse::<u64>().unwrap() >= 1, "{ttl}");
+        assert!(block.contains("Dagnats-Lease-Event: "), "{block:?}");
+        checked += 1;
+    }
+    assert_eq!(checked, 3, "a, b's tombstone and c are stored");
+}

@@ -1,0 +1,132 @@
+//! Change events: the server republishes every write on
+//! `dagnats.lease.changed.<key>` with `Nats-Sequence` (the revision),
+//! `Nats-Subject` and `Dagnats-Lease-Event`.
+
+mod common;
+
+use std::time::Duration;
+
+use async_nats::Message;
+use common::{Gateway, Setup, eventually, js_api};
+use futures::StreamExt;
+use serde_json::json;
+
+fn header<'a>(msg: &'a Message, name: &str) -> Option<&'a str> {
+    msg.headers.as_ref()?.get(name).map(|v| v.as_str())
+}
+
+async fn next(sub: &mut async_nats::Subscriber) -> Message {
+    tokio::time::timeout(Duration::from_secs(10), sub.next())
+        .await
+        .expect("an event within 10 s")
+        .expect("subscription open")
+}
+
+/// Asserts nothing more arrives within a short grace period.
+async fn assert_quiet(sub: &mut async_nats::Subscriber) {
+    if let Ok(Some(msg)) = tokio::time::timeout(Duration::from_millis(500), sub.next()).await {
+        panic!("unexpected event: {:?}", msg.headers);
+    }
+}
+
+#[tokio::test]
+async fn every_write_is_republished_once_with_its_revision_and_event() {
+    let s = Setup::start().await;
+    let _second_gateway = Gateway::start(&s.server.url).await;
+    let mut sub = s.client.subscribe("dagnats.lease.changed.k").await.unwrap();
+    s.client.flush().await.unwrap();
+
+    let a = s
+        .call(
+            "acquire",
+            json!({"key": "k", "holder": "h", "ttl_ms": 15000}),
+        )
+        .await;
+    let r = s
+        .call(
+            "renew",
+            json!({"key": "k", "holder": "h", "revision": a["revision"], "ttl_ms": 15000}),
+        )
+        .await;
+    let x = s
+        .call(
+            "release",
+            json!({"key": "k", "holder": "h", "revision": r["revision"]}),
+        )
+        .await;
+    for (reply, event) in [(&a, "acquired"), (&r, "renewed"), (&x, "released")] {
+        let msg = next(&mut sub).await;
+        assert_eq!(msg.subject.as_str(), "dagnats.lease.changed.k");
+        let revision = reply["revision"].as_u64().unwrap().to_string();
+        assert_eq!(header(&msg, "Nats-Sequence"), Some(revision.as_str()));
+        assert_eq!(header(&msg, "Nats-Subject"), Some("$KV.leases.k"));
+        assert_eq!(header(&msg, "Dagnats-Lease-Event"), Some(event));
+    }
+    assert_quiet(&mut sub).await;
+}
+
+#[tokio::test]
+async fn expiry_produces_the_servers_marker_event() {
+    let s = Setup::start().await;
+    let mut sub = s.client.subscribe("dagnats.lease.changed.k").await.unwrap();
+    s.client.flush().await.unwrap();
+    let a = s
+        .call(
+            "acquire",
+            json!({"key": "k", "holder": "h", "ttl_ms": 1000}),
+        )
+        .await;
+    assert_eq!(
+        header(&next(&mut sub).await, "Dagnats-Lease-Event"),
+        Some("acquired")
+    );
+    let marker = next(&mut sub).await;
+    assert_eq!(header(&marker, "Nats-Marker-Reason"), Some("MaxAge"));
+    assert_eq!(header(&marker, "Dagnats-Lease-Event"), None);
+    let seq: u64 = header(&marker, "Nats-Sequence").unwrap().parse().unwrap();
+    assert!(seq > a["revision"].as_u64().unwrap());
+    assert!(marker.payload.is_empty());
+}
+
+#[tokio::test]
+async fn released_key_never_produces_an_expiry_marker() {
+    let s = Setup::start().await;
+    let mut sub = s.client.subscribe("dagnats.lease.changed.k").await.unwrap();
+    s.client.flush().await.unwrap();
+    let a = s
+        .call(
+            "acquire",
+            json!({"key": "k", "holder": "h", "ttl_ms": 1000}),
+        )
+        .await;
+    s.call(
+        "release",
+        json!({"key": "k", "holder": "h", "revision": a["revision"]}),
+    )
+    .await;
+    assert_eq!(
+        header(&next(&mut sub).await, "Dagnats-Lease-Event"),
+        Some("acquired")
+    );
+    assert_eq!(
+        header(&next(&mut sub).await, "Dagnats-Lease-Event"),
+        Some("released")
+    );
+    // Wait until the server has removed the tombstone (its TTL is the
+    // lease's, 1 s): a marker would be written at that moment.
+    eventually(
+        "the tombstone to expire",
+        Duration::from_secs(5),
+        || async {
+            let got = js_api(
+                &s.client,
+                "STREAM.MSG.GET.KV_leases",
+                json!({"last_by_subj": "$KV.leases.k"}),
+            )
+            .await;
+            (got["error"]["err_code"] == 10037).then_some(())
+        },
+    )
+    .await;
+    assert_quiet(&mut sub).await;
+}

@@ -1,0 +1,244 @@
+//! The gateway as a process: queue group, older servers, JetStream off,
+//! NATS down at start, graceful shutdown, settings and auth.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    Gateway, NatsServer, ServerOptions, call, client, eventually, old_server_binary, stream_info,
+    try_call,
+};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+const OPS: [&str; 4] = ["acquire", "renew", "release", "owner"];
+
+fn valid_body(op: &str) -> Value {
+    match op {
+        "acquire" => json!({"key": "k", "holder": "h", "ttl_ms": 1000}),
+        "owner" => json!({"key": "k"}),
+        _ => json!({"key": "k", "holder": "h", "revision": 1, "ttl_ms": 1000}),
+    }
+}
+
+#[tokio::test]
+async fn older_server_replies_unsupported_on_every_subject() {
+    let server = NatsServer::start_with(ServerOptions {
+        binary: old_server_binary(),
+        ..ServerOptions::default()
+    })
+    .await;
+    let gateway = Gateway::spawn(&server.url, &[], &[]);
+    gateway.wait_serving().await;
+    gateway
+        .log
+        .wait_for("older than 2.11", Duration::from_secs(10))
+        .await
+        .expect("the log says why");
+    let c = client(&server.url).await;
+    for op in OPS {
+        let reply = eventually("unsupported", Duration::from_secs(10), || async {
+            let reply = call(&c, op, valid_body(op)).await;
+            (reply["kind"] != "unavailable").then_some(reply)
+        })
+        .await;
+        assert_eq!(reply["kind"], "unsupported", "{op}: {reply}");
+        assert!(reply["error"].as_str().unwrap().contains("2.11"), "{reply}");
+    }
+    let info = stream_info(&c).await;
+    assert_eq!(
+        info["error"]["err_code"], 10059,
+        "no bucket was created: {info}"
+    );
+}
+
+#[tokio::test]
+async fn jetstream_off_replies_unavailable_and_recovers_once_it_is_on() {
+    let mut server = NatsServer::start_with(ServerOptions {
+        jetstream: false,
+        ..ServerOptions::default()
+    })
+    .await;
+    let gateway = Gateway::spawn(&server.url, &[], &[]);
+    gateway.wait_serving().await;
+    let c = client(&server.url).await;
+    for op in OPS {
+        let reply = call(&c, op, valid_body(op)).await;
+        assert_eq!(reply["kind"], "unavailable", "{op}: {reply}");
+    }
+    server.restart_with(ServerOptions::default()).await;
+    let c = client(&server.url).await;
+    let granted = eventually(
+        "leases to become available",
+        Duration::from_secs(20),
+        || async {
+            let reply = try_call(&c, "acquire", valid_body("acquire")).await?;
+            (reply["kind"] != "unavailable").then_some(reply)
+        },
+    )
+    .await;
+    assert_eq!(granted["granted"], true, "{granted}");
+}
+
+#[tokio::test]
+async fn gateway_started_before_nats_serves_once_nats_is_up() {
+    let mut server = NatsServer::start().await;
+    let url = server.url.clone();
+    server.stop();
+    let gateway = Gateway::spawn(&url, &[], &[]);
+    server.restart().await;
+    gateway.wait_serving().await;
+    let c = client(&url).await;
+    let granted = eventually(
+        "leases to become available",
+        Duration::from_secs(20),
+        || async {
+            let reply = try_call(&c, "acquire", valid_body("acquire")).await?;
+            (reply["kind"] != "unavailable").then_some(reply)
+        },
+    )
+    .await;
+    assert_eq!(granted["granted"], true, "{granted}");
+}
+
+#[tokio::test]
+async fn two_gateways_answer_each_request_exactly_once() {
+    let server = NatsServer::start().await;
+    let _a = Gateway::start(&server.url).await;
+    let _b = Gateway::start(&server.url).await;
+    let c = client(&server.url).await;
+    let inbox = c.new_inbox();
+    let mut replies = c.subscribe(format!("{inbox}.*")).await.unwrap();
+    const N: usize = 50;
+    for i in 0..N {
+        let body = json!({"key": format!("k{i}"), "holder": "h", "ttl_ms": 5000});
+        c.publish_with_reply(
+            "api.leases.acquire",
+            format!("{inbox}.{i}"),
+            body.to_string().into(),
+        )
+        .await
+        .unwrap();
+    }
+    c.flush().await.unwrap();
+    let mut seen = vec![0; N];
+    while let Ok(Some(msg)) = tokio::time::timeout(Duration::from_secs(2), replies.next()).await {
+        let i: usize = msg.subject.rsplit('.').next().unwrap().parse().unwrap();
+        seen[i] += 1;
+        let reply: Value = serde_json::from_slice(&msg.payload).unwrap();
+        assert_eq!(reply["granted"], true, "{reply}");
+    }
+    assert_eq!(seen, vec![1; N], "replies per request");
+}
+
+#[tokio::test]
+async fn sigterm_finishes_in_flight_requests_and_exits_0() {
+    let server = NatsServer::start().await;
+    let gateway = Gateway::start(&server.url).await;
+    let c = client(&server.url).await;
+    let calls: Vec<_> = (0..200)
+        .map(|i| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                let body = json!({"key": format!("k{i}"), "holder": "h", "ttl_ms": 5000});
+                tokio::time::timeout(
+                    Duration::from_secs(10),
+                    c.request("api.leases.acquire", body.to_string().into()),
+                )
+                .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let status = gateway.terminate().await;
+    assert!(status.success(), "exit status {status}");
+    let mut answered = 0;
+    for call in calls {
+        match call.await.unwrap() {
+            Err(_) => panic!("a request timed out: an in-flight call was dropped"),
+            Ok(Ok(reply)) => {
+                let reply: Value = serde_json::from_slice(&reply.payload).unwrap();
+                assert_eq!(reply["granted"], true, "{reply}");
+                answered += 1;
+            }
+            // Sent after the gateway unsubscribed: refused at once, not lost.
+            Ok(Err(err)) => assert_eq!(err.kind(), async_nats::RequestErrorKind::NoResponders),
+        }
+    }
+    assert!(answered > 0, "some requests were in flight");
+}
+
+#[tokio::test]
+async fn invalid_settings_stop_the_start_with_a_clear_message() {
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 5] = [
+        (&["--replicas", "9"], &[], "replicas"),
+        (&[], &[("NATS_USER", "u")], "nats-password"),
+        (&[], &[("DAGNATS_LOG_FORMAT", "xml")], "xml"),
+        (&[], &[("DAGNATS_LOG", "[[[")], "DAGNATS_LOG"),
+        (
+            &[],
+            &[("NATS_TLS_CA", "/nonexistent/ca.pem")],
+            "NATS_TLS_CA",
+        ),
+    ];
+    for (args, env, expected) in cases {
+        let mut gateway = Gateway::spawn("nats://127.0.0.1:1", args, env);
+        let status = gateway
+            .wait_exit(Duration::from_secs(10))
+            .await
+            .expect("exits at once");
+        assert!(!status.success(), "{args:?} {env:?}");
+        let log = gateway.log.text();
+        assert!(log.contains(expected), "{args:?} {env:?}: {log}");
+    }
+}
+
+#[tokio::test]
+async fn connects_with_user_and_password() {
+    let server = NatsServer::start_with(ServerOptions {
+        extra_args: vec![
+            "--user".into(),
+            "svc".into(),
+            "--pass".into(),
+            "s3cret".into(),
+        ],
+        ..ServerOptions::default()
+    })
+    .await;
+    let gateway = Gateway::spawn(
+        &server.url,
+        &[],
+        &[("NATS_USER", "svc"), ("NATS_PASSWORD", "s3cret")],
+    );
+    gateway.wait_serving().await;
+    gateway
+        .log
+        .wait_for("leases bucket ready", Duration::from_secs(10))
+        .await
+        .expect("bucket ready");
+    let c = async_nats::ConnectOptions::with_user_and_password("svc".into(), "s3cret".into())
+        .connect(&server.url)
+        .await
+        .unwrap();
+    assert_eq!(
+        call(&c, "acquire", valid_body("acquire")).await["granted"],
+        true
+    );
+    assert!(
+        !gateway.log.text().contains("s3cret"),
+        "the password is never logged"
+    );
+}
+
+#[tokio::test]
+async fn json_log_format_writes_one_object_per_line() {
+    let server = NatsServer::start().await;
+    let gateway = Gateway::spawn(&server.url, &[], &[("DAGNATS_LOG_FORMAT", "json")]);
+    gateway.wait_serving().await;
+    for line in gateway.log.text().lines() {
+        let parsed: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        assert!(parsed["level"].is_string(), "{line}");
+    }
+}
