@@ -1,0 +1,19 @@
+# Multi-stage build: compile in the Rust image, run from a small Debian one
+# as a non-root user. The gateway needs nats-server 2.11+ somewhere it can
+# reach (NATS_URL); it does not bundle one.
+FROM rust:1-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+RUN cargo build --release --locked --bin dagnats-leases
+
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --no-create-home dagnats
+COPY --from=build /src/target/release/dagnats-leases /usr/local/bin/dagnats-leases
+USER dagnats
+ENV NATS_URL=nats://nats:4222
+ENTRYPOINT ["dagnats-leases"]
+CMD ["serve"]
