@@ -7,6 +7,8 @@
 //! - [`core`]: the lease operations of the seed, typed requests and
 //!   replies, and the one error type that owns every wire `kind`. It knows
 //!   nothing of transports.
+//! - [`inbox`]: the owner hop of forward, a NATS request to the holder's
+//!   inbox; the retry rule around it lives in the core.
 //! - [`store`]: the `leases` bucket: provisioning, compare-and-set writes,
 //!   reads through the stream leader, and whether it can serve right now.
 //! - [`nats`]: the NATS front, `api.leases.*` in queue group
@@ -18,6 +20,7 @@
 
 pub mod config;
 pub mod core;
+pub mod inbox;
 pub mod nats;
 pub mod protocol;
 pub mod store;
@@ -72,7 +75,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let stop = CancellationToken::new();
     let tasks = TaskTracker::new();
     let (store, provisioner) = store::store(client.clone(), config.bucket(), STORE_TIMEOUT);
-    let core = LeaseCore::new(store);
+    let core = LeaseCore::new(store, inbox::OwnerInbox::new(client.clone()));
     let mut provisioning = tokio::spawn(store::keep_provisioned(provisioner, stop.child_token()));
 
     let front = tokio::spawn({

@@ -24,6 +24,21 @@ pub const SUBJECT_RENEW: &str = "api.leases.renew";
 pub const SUBJECT_RELEASE: &str = "api.leases.release";
 /// See [`SUBJECT_ACQUIRE`].
 pub const SUBJECT_OWNER: &str = "api.leases.owner";
+/// "api.leases.forward sends a request to whichever process holds a key."
+pub const SUBJECT_FORWARD: &str = "api.leases.forward";
+
+/// "dagnats ... makes a NATS request to dagnats.lease.inbox.<holder>.<key>".
+pub const INBOX_PREFIX: &str = "dagnats.lease.inbox";
+
+/// "... with the lease revision in the Dagnats-Lease-Fence header."
+pub const HEADER_FENCE: &str = "Dagnats-Lease-Fence";
+
+/// "To reject, reply with an empty body and the header
+/// Dagnats-Lease-Reject: stale".
+pub const HEADER_REJECT: &str = "Dagnats-Lease-Reject";
+
+/// The only value of [`HEADER_REJECT`].
+pub const REJECT_STALE: &str = "stale";
 
 /// "The server republishes every write to the bucket on
 /// dagnats.lease.changed.<key>."
@@ -47,6 +62,11 @@ pub const HEADER_KV_OPERATION: &str = "KV-Operation";
 
 /// With `sub`, a write replaces every earlier message of its key.
 pub const HEADER_ROLLUP: &str = "Nats-Rollup";
+
+/// The inbox of `holder` for requests about `key`.
+pub fn inbox_subject(holder: &str, key: &str) -> String {
+    format!("{INBOX_PREFIX}.{holder}.{key}")
+}
 
 /// Subject of the record for `key`.
 pub fn key_subject(key: &str) -> String {

@@ -12,12 +12,13 @@ use common::{
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-const OPS: [&str; 4] = ["acquire", "renew", "release", "owner"];
+const OPS: [&str; 5] = ["acquire", "renew", "release", "owner", "forward"];
 
 fn valid_body(op: &str) -> Value {
     match op {
         "acquire" => json!({"key": "k", "holder": "h", "ttl_ms": 1000}),
         "owner" => json!({"key": "k"}),
+        "forward" => json!({"key": "k", "payload": ""}),
         _ => json!({"key": "k", "holder": "h", "revision": 1, "ttl_ms": 1000}),
     }
 }

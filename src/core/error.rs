@@ -26,15 +26,89 @@ pub enum LeaseError {
     /// sentence is generic; the cause went to the log.
     #[error("internal error; the gateway log has the details")]
     Internal,
+    /// `not_held` (forward): nobody holds the key.
+    #[error("nobody holds {0}")]
+    NotHeld(String),
+    /// `owner_unavailable` (forward): no responder on the owner's inbox,
+    /// after the retries the seed allows.
+    #[error("{0}")]
+    OwnerUnavailable(String),
+    /// `owner_timeout` (forward): the owner did not answer in time. Never
+    /// retried: the owner may have processed the request.
+    #[error("{0}")]
+    OwnerTimeout(String),
+    /// `owner_rejected` (forward): every attempt was answered
+    /// `Dagnats-Lease-Reject: stale`.
+    #[error("{0}")]
+    OwnerRejected(String),
+    /// `reply_too_large` (forward): the owner's reply does not fit
+    /// max_payload once base64-encoded.
+    #[error("{0}")]
+    ReplyTooLarge(String),
+    /// `payload_too_large` (forward): the decoded payload does not fit the
+    /// owner hop.
+    #[error("{0}")]
+    PayloadTooLarge(String),
 }
 
-/// The body of every failed call: `{"error": "...", "kind": "..."}`.
+/// The body of every failed call: `{"error": "...", "kind": "..."}`. A
+/// forward failure also names the owner it last tried.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct ErrorBody {
     /// A sentence for humans.
     pub error: String,
     /// The stable, machine-readable reason.
     pub kind: &'static str,
+    /// Forward only: the holder last tried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// Forward only: the fence of the holder last tried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u64>,
+}
+
+/// A failed forward: the error, and the owner dagnats last tried, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardError {
+    pub error: LeaseError,
+    pub tried: Option<Tried>,
+}
+
+/// An owner a forward was sent to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tried {
+    pub holder: String,
+    pub revision: u64,
+}
+
+impl From<LeaseError> for ForwardError {
+    fn from(error: LeaseError) -> Self {
+        ForwardError { error, tried: None }
+    }
+}
+
+impl From<LeaseError> for ErrorBody {
+    fn from(err: LeaseError) -> Self {
+        err.body()
+    }
+}
+
+impl From<ForwardError> for ErrorBody {
+    fn from(err: ForwardError) -> Self {
+        err.body()
+    }
+}
+
+impl ForwardError {
+    /// The wire body, with `holder` and `revision` of the owner last tried.
+    pub fn body(&self) -> ErrorBody {
+        let mut body = self.error.body();
+        if let Some(tried) = &self.tried {
+            body.holder = Some(tried.holder.clone());
+            body.revision = Some(tried.revision);
+        }
+        body
+    }
 }
 
 impl LeaseError {
@@ -46,6 +120,12 @@ impl LeaseError {
             LeaseError::Unsupported { .. } => "unsupported",
             LeaseError::Unavailable(_) => "unavailable",
             LeaseError::Internal => "internal",
+            LeaseError::NotHeld(_) => "not_held",
+            LeaseError::OwnerUnavailable(_) => "owner_unavailable",
+            LeaseError::OwnerTimeout(_) => "owner_timeout",
+            LeaseError::OwnerRejected(_) => "owner_rejected",
+            LeaseError::ReplyTooLarge(_) => "reply_too_large",
+            LeaseError::PayloadTooLarge(_) => "payload_too_large",
         }
     }
 
@@ -57,6 +137,12 @@ impl LeaseError {
             LeaseError::Unsupported { .. } => 501,
             LeaseError::Unavailable(_) => 503,
             LeaseError::Internal => 500,
+            LeaseError::NotHeld(_) => 404,
+            LeaseError::OwnerUnavailable(_) => 502,
+            LeaseError::OwnerTimeout(_) => 504,
+            LeaseError::OwnerRejected(_) => 409,
+            LeaseError::ReplyTooLarge(_) => 502,
+            LeaseError::PayloadTooLarge(_) => 413,
         }
     }
 
@@ -72,6 +158,8 @@ impl LeaseError {
         ErrorBody {
             error: self.to_string(),
             kind: self.kind(),
+            holder: None,
+            revision: None,
         }
     }
 }

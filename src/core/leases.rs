@@ -11,6 +11,7 @@ use super::model::{
     AcquireRequest, FreeKey, Grant, HolderId, Lease, Owner, OwnerRequest, ReleaseRequest, Released,
     RenewRequest, Revision, Ttl,
 };
+use crate::inbox::OwnerInbox;
 use crate::store::record::{Entry, LeaseEvent, LeaseRecord, RECORD_VERSION, ReleaseRecord};
 use crate::store::{Availability, Bucket, Store, StoreError, Write};
 
@@ -23,16 +24,22 @@ const MAX_ROUNDS: usize = 4;
 #[derive(Clone)]
 pub struct LeaseCore {
     store: Store,
+    inbox: OwnerInbox,
     known: Arc<KnownRevisions>,
 }
 
 impl LeaseCore {
-    /// A core over `store`.
-    pub fn new(store: Store) -> Self {
+    /// A core over `store` that forwards through `inbox`.
+    pub fn new(store: Store, inbox: OwnerInbox) -> Self {
         LeaseCore {
             store,
+            inbox,
             known: Arc::default(),
         }
+    }
+
+    pub(super) fn inbox(&self) -> &OwnerInbox {
+        &self.inbox
     }
 
     /// Grants the key if nobody holds it. The current holder asking again
@@ -241,7 +248,11 @@ impl LeaseCore {
         Ok(seq)
     }
 
-    async fn read(&self, bucket: &Bucket, key: &str) -> Result<Option<Entry>, LeaseError> {
+    pub(super) async fn read(
+        &self,
+        bucket: &Bucket,
+        key: &str,
+    ) -> Result<Option<Entry>, LeaseError> {
         let entry = bucket
             .last(key)
             .await
@@ -262,7 +273,7 @@ impl LeaseCore {
         self.known.remember(key, known);
     }
 
-    fn bucket(&self) -> Result<Bucket, LeaseError> {
+    pub(super) fn bucket(&self) -> Result<Bucket, LeaseError> {
         match self.store.availability() {
             Availability::Ready(bucket) => Ok(bucket),
             Availability::Unsupported { server_version } => {

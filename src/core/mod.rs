@@ -4,10 +4,12 @@
 //! input), call [`LeaseCore`], and encode the reply or the [`LeaseError`].
 
 mod error;
+mod forward;
 mod known;
 mod leases;
 pub mod model;
 pub mod timefmt;
 
-pub use error::{ErrorBody, LeaseError};
+pub use error::{ErrorBody, ForwardError, LeaseError, Tried};
+pub use forward::MAX_ATTEMPTS;
 pub use leases::LeaseCore;

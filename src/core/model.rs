@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use base64::Engine;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -163,6 +164,87 @@ pub struct ReleaseRequest {
     pub revision: Revision,
 }
 
+/// Forward timeouts: "timeout_ms on forward is 100 to 30000".
+pub const MIN_FORWARD_TIMEOUT_MS: u64 = 100;
+/// See [`MIN_FORWARD_TIMEOUT_MS`].
+pub const MAX_FORWARD_TIMEOUT_MS: u64 = 30_000;
+/// `timeout_ms` when a forward leaves it out or sends null.
+pub const DEFAULT_FORWARD_TIMEOUT_MS: u64 = 5_000;
+
+/// How long a whole forward call may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "u64", into = "u64")]
+pub struct ForwardTimeout(u64);
+
+impl TryFrom<u64> for ForwardTimeout {
+    type Error = String;
+    fn try_from(ms: u64) -> Result<Self, String> {
+        if !(MIN_FORWARD_TIMEOUT_MS..=MAX_FORWARD_TIMEOUT_MS).contains(&ms) {
+            return Err(format!(
+                "timeout_ms must be from {MIN_FORWARD_TIMEOUT_MS} to {MAX_FORWARD_TIMEOUT_MS}, got {ms}"
+            ));
+        }
+        Ok(ForwardTimeout(ms))
+    }
+}
+
+impl From<ForwardTimeout> for u64 {
+    fn from(timeout: ForwardTimeout) -> u64 {
+        timeout.0
+    }
+}
+
+impl Default for ForwardTimeout {
+    fn default() -> Self {
+        ForwardTimeout(DEFAULT_FORWARD_TIMEOUT_MS)
+    }
+}
+
+impl ForwardTimeout {
+    /// The timeout as a duration.
+    pub fn duration(self) -> Duration {
+        Duration::from_millis(self.0)
+    }
+}
+
+/// Bytes that travel base64-encoded in JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Payload(pub bytes::Bytes);
+
+impl Serialize for Payload {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map(|bytes| Payload(bytes.into()))
+            .map_err(|err| serde::de::Error::custom(format!("payload is not base64: {err}")))
+    }
+}
+
+/// `api.leases.forward`: deliver `payload` to whoever holds `key`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ForwardRequest {
+    pub key: LeaseKey,
+    pub payload: Payload,
+    /// Bounds the whole call; absent or null means 5000.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub timeout_ms: ForwardTimeout,
+}
+
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
 /// `api.leases.owner`: who holds the key, with no side effects.
 #[derive(Debug, Clone, Deserialize)]
 pub struct OwnerRequest {
@@ -238,6 +320,16 @@ pub struct Released {
     pub revision: u64,
 }
 
+/// Reply to forward: the owner's reply body, and who answered it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forwarded {
+    pub key: String,
+    pub holder: String,
+    pub revision: u64,
+    /// The owner's reply body (base64 in JSON).
+    pub payload: Payload,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,6 +374,24 @@ mod tests {
         assert!(msg.contains("JSON object"), "{msg}");
         let msg = invalid::<AcquireRequest>("nope");
         assert!(msg.contains("not JSON"), "{msg}");
+    }
+
+    #[test]
+    fn forward_timeout_defaults_to_5000_when_absent_or_null() {
+        for body in [
+            r#"{"key":"k","payload":""}"#,
+            r#"{"key":"k","payload":"","timeout_ms":null}"#,
+        ] {
+            let req: ForwardRequest = decode(body.as_bytes()).unwrap();
+            assert_eq!(req.timeout_ms, ForwardTimeout(5_000));
+        }
+        let msg = invalid::<ForwardRequest>(r#"{"key":"k","payload":"","timeout_ms":99}"#);
+        assert!(
+            msg.contains("timeout_ms must be from 100 to 30000"),
+            "{msg}"
+        );
+        let msg = invalid::<ForwardRequest>(r#"{"key":"k","payload":"%%%"}"#);
+        assert!(msg.contains("not base64"), "{msg}");
     }
 
     #[test]

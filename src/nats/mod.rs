@@ -12,9 +12,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::core::model::decode;
-use crate::core::{LeaseCore, LeaseError};
+use crate::core::{ErrorBody, LeaseCore};
 use crate::protocol::{
-    QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
+    QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
 };
 
 /// Requests handled at once; past this the front stops reading until one
@@ -28,10 +28,11 @@ pub enum Op {
     Renew,
     Release,
     Owner,
+    Forward,
 }
 
 impl Op {
-    const ALL: [Op; 4] = [Op::Acquire, Op::Renew, Op::Release, Op::Owner];
+    const ALL: [Op; 5] = [Op::Acquire, Op::Renew, Op::Release, Op::Owner, Op::Forward];
 
     /// The request subject of this operation.
     pub fn subject(self) -> &'static str {
@@ -40,6 +41,7 @@ impl Op {
             Op::Renew => SUBJECT_RENEW,
             Op::Release => SUBJECT_RELEASE,
             Op::Owner => SUBJECT_OWNER,
+            Op::Forward => SUBJECT_FORWARD,
         }
     }
 }
@@ -144,13 +146,14 @@ async fn handle(core: &LeaseCore, op: Op, body: &[u8]) -> Vec<u8> {
         Op::Renew => encode(async { core.renew(decode(body)?).await }.await),
         Op::Release => encode(async { core.release(decode(body)?).await }.await),
         Op::Owner => encode(async { core.owner(decode(body)?).await }.await),
+        Op::Forward => encode(async { core.forward(decode(body)?).await }.await),
     }
 }
 
-fn encode<T: Serialize>(result: Result<T, LeaseError>) -> Vec<u8> {
+fn encode<T: Serialize, E: Into<ErrorBody>>(result: Result<T, E>) -> Vec<u8> {
     match result {
         Ok(reply) => serde_json::to_vec(&reply),
-        Err(err) => serde_json::to_vec(&err.body()),
+        Err(err) => serde_json::to_vec(&err.into()),
     }
     .expect("replies serialize")
 }

@@ -1,0 +1,290 @@
+//! `api.leases.forward`: delivery to the owner's inbox with the fence, and
+//! the seed's retry rule, counted from the owner's side.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use common::{Gateway, NatsServer, ServerOptions, Setup, stream_state};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+/// How an owner process answers forwarded requests.
+#[derive(Clone, Copy)]
+enum Behaviour {
+    /// Replies `echo:` + the body, and the fence it saw.
+    Echo,
+    /// Replies with `n` bytes.
+    Bytes(usize),
+    /// Rejects as stale.
+    Reject,
+    /// Never answers.
+    Silent,
+}
+
+/// An owner process: counts what its inbox receives and answers as told.
+struct Owner {
+    received: Arc<AtomicUsize>,
+}
+
+impl Owner {
+    async fn start(client: &async_nats::Client, holder: &str, behaviour: Behaviour) -> Owner {
+        let mut sub = client
+            .subscribe(format!("dagnats.lease.inbox.{holder}.>"))
+            .await
+            .unwrap();
+        client.flush().await.unwrap();
+        let received = Arc::new(AtomicUsize::new(0));
+        let (counter, client) = (received.clone(), client.clone());
+        tokio::spawn(async move {
+            while let Some(msg) = sub.next().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let reply = msg.reply.clone().unwrap();
+                match behaviour {
+                    Behaviour::Echo => {
+                        let fence = msg.headers.as_ref().unwrap().get("Dagnats-Lease-Fence");
+                        let mut body = format!("echo:{}:", fence.unwrap().as_str()).into_bytes();
+                        body.extend_from_slice(&msg.payload);
+                        let mut headers = async_nats::HeaderMap::new();
+                        headers.insert("Owner-Secret", "not relayed");
+                        client
+                            .publish_with_headers(reply, headers, body.into())
+                            .await
+                            .unwrap();
+                    }
+                    Behaviour::Bytes(n) => {
+                        client.publish(reply, vec![b'x'; n].into()).await.unwrap();
+                    }
+                    Behaviour::Reject => {
+                        let mut headers = async_nats::HeaderMap::new();
+                        headers.insert("Dagnats-Lease-Reject", "stale");
+                        client
+                            .publish_with_headers(reply, headers, "".into())
+                            .await
+                            .unwrap();
+                    }
+                    Behaviour::Silent => {}
+                }
+            }
+        });
+        Owner { received }
+    }
+
+    fn received(&self) -> usize {
+        self.received.load(Ordering::SeqCst)
+    }
+}
+
+async fn acquire(s: &Setup, key: &str, holder: &str) -> Value {
+    let reply = s
+        .call(
+            "acquire",
+            json!({"key": key, "holder": holder, "ttl_ms": 30000}),
+        )
+        .await;
+    assert_eq!(reply["granted"], true, "{reply}");
+    reply
+}
+
+fn forward(key: &str, payload: &[u8], timeout_ms: u64) -> Value {
+    json!({"key": key, "payload": STANDARD.encode(payload), "timeout_ms": timeout_ms})
+}
+
+fn assert_owner_error(reply: &Value, kind: &str, holder: &str, revision: &Value) {
+    assert_eq!(reply["kind"], kind, "{reply}");
+    assert_eq!(reply["holder"], holder, "{reply}");
+    assert_eq!(&reply["revision"], revision, "{reply}");
+    assert!(reply["error"].as_str().is_some_and(|e| !e.is_empty()));
+    assert_eq!(reply.as_object().unwrap().len(), 4, "{reply}");
+}
+
+#[tokio::test]
+async fn forward_delivers_the_payload_with_the_fence_and_returns_only_the_reply_body() {
+    let s = Setup::start().await;
+    let lease = acquire(&s, "shard-1", "worker-a").await;
+    let owner = Owner::start(&s.client, "worker-a", Behaviour::Echo).await;
+    let payload = [0u8, 159, 146, 150, b'h', b'i'];
+    let reply = s.call("forward", forward("shard-1", &payload, 2000)).await;
+    let mut expected = format!("echo:{}:", lease["revision"]).into_bytes();
+    expected.extend_from_slice(&payload);
+    assert_eq!(
+        reply,
+        json!({"key": "shard-1", "holder": "worker-a", "revision": lease["revision"],
+               "payload": STANDARD.encode(&expected)})
+    );
+    assert_eq!(owner.received(), 1);
+}
+
+#[tokio::test]
+async fn forward_timeout_defaults_to_5000_ms() {
+    let s = Setup::start().await;
+    acquire(&s, "k", "a").await;
+    let _owner = Owner::start(&s.client, "a", Behaviour::Echo).await;
+    for body in [
+        json!({"key": "k", "payload": ""}),
+        json!({"key": "k", "payload": "", "timeout_ms": null}),
+    ] {
+        assert_eq!(s.call("forward", body).await["holder"], "a");
+    }
+}
+
+#[tokio::test]
+async fn forward_of_a_free_key_is_not_held() {
+    let s = Setup::start().await;
+    let reply = s.call("forward", forward("free", b"x", 1000)).await;
+    assert_eq!(reply["kind"], "not_held");
+    assert_eq!(
+        reply.as_object().unwrap().len(),
+        2,
+        "no owner was tried: {reply}"
+    );
+}
+
+#[tokio::test]
+async fn no_responder_is_retried_up_to_three_attempts_then_owner_unavailable() {
+    let s = Setup::start().await;
+    let lease = acquire(&s, "k", "gone").await;
+    // Each attempt starts with a read of the lease through the leader.
+    let mut reads = s
+        .client
+        .subscribe("$JS.API.STREAM.MSG.GET.KV_leases")
+        .await
+        .unwrap();
+    s.client.flush().await.unwrap();
+    let reply = s.call("forward", forward("k", b"x", 3000)).await;
+    assert_owner_error(&reply, "owner_unavailable", "gone", &lease["revision"]);
+    let mut count = 0;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(300), reads.next()).await {
+        count += 1;
+    }
+    assert_eq!(count, 3, "three attempts, each after a fresh read");
+}
+
+#[tokio::test]
+async fn three_stale_rejects_give_owner_rejected_after_exactly_three_requests() {
+    let s = Setup::start().await;
+    let lease = acquire(&s, "k", "stale").await;
+    let owner = Owner::start(&s.client, "stale", Behaviour::Reject).await;
+    let reply = s.call("forward", forward("k", b"x", 3000)).await;
+    assert_owner_error(&reply, "owner_rejected", "stale", &lease["revision"]);
+    assert_eq!(owner.received(), 3);
+}
+
+#[tokio::test]
+async fn a_timed_out_owner_receives_exactly_one_request() {
+    let s = Setup::start().await;
+    let lease = acquire(&s, "k", "slow").await;
+    let owner = Owner::start(&s.client, "slow", Behaviour::Silent).await;
+    let started = std::time::Instant::now();
+    let reply = s.call("forward", forward("k", b"x", 300)).await;
+    assert_owner_error(&reply, "owner_timeout", "slow", &lease["revision"]);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(owner.received(), 1, "a timeout is never retried");
+}
+
+#[tokio::test]
+async fn a_takeover_between_attempts_is_followed() {
+    let s = Setup::start().await;
+    let old = acquire(&s, "k", "old").await;
+    // The old owner hands over (release, the new one acquires), then rejects.
+    let mut inbox = s
+        .client
+        .subscribe("dagnats.lease.inbox.old.>")
+        .await
+        .unwrap();
+    let new_owner = Owner::start(&s.client, "new", Behaviour::Echo).await;
+    let client = s.client.clone();
+    let handover = tokio::spawn(async move {
+        let msg = inbox.next().await.unwrap();
+        let release = json!({"key": "k", "holder": "old", "revision": old["revision"]});
+        common::call(&client, "release", release).await;
+        let new = common::call(
+            &client,
+            "acquire",
+            json!({"key": "k", "holder": "new", "ttl_ms": 30000}),
+        )
+        .await;
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Dagnats-Lease-Reject", "stale");
+        client
+            .publish_with_headers(msg.reply.unwrap(), headers, "".into())
+            .await
+            .unwrap();
+        new
+    });
+    s.client.flush().await.unwrap();
+    let reply = s.call("forward", forward("k", b"ping", 5000)).await;
+    let new = handover.await.unwrap();
+    assert_eq!(reply["holder"], "new", "{reply}");
+    assert_eq!(reply["revision"], new["revision"]);
+    let body = STANDARD.decode(reply["payload"].as_str().unwrap()).unwrap();
+    assert_eq!(body, format!("echo:{}:ping", new["revision"]).into_bytes());
+    assert_eq!(new_owner.received(), 1);
+}
+
+#[tokio::test]
+async fn an_owner_reply_too_large_once_base64_encoded_is_reply_too_large() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("nats.conf");
+    std::fs::write(&config, "max_payload: 4096\n").unwrap();
+    let server = NatsServer::start_with(ServerOptions {
+        extra_args: vec!["-c".into(), config.display().to_string()],
+        ..ServerOptions::default()
+    })
+    .await;
+    let gateway = Gateway::start(&server.url).await;
+    let client = common::client(&server.url).await;
+    let s = Setup {
+        server,
+        gateway,
+        client,
+    };
+    let lease = acquire(&s, "k", "big").await;
+    // 3500 bytes fit the owner hop (4096) but not once base64-encoded.
+    let _owner = Owner::start(&s.client, "big", Behaviour::Bytes(3500)).await;
+    let reply = s.call("forward", forward("k", b"x", 2000)).await;
+    assert_owner_error(&reply, "reply_too_large", "big", &lease["revision"]);
+    // 2000 bytes fit both hops.
+    let lease2 = acquire(&s, "k2", "small").await;
+    let _small = Owner::start(&s.client, "small", Behaviour::Bytes(2000)).await;
+    let reply = s.call("forward", forward("k2", b"x", 2000)).await;
+    assert_eq!(reply["revision"], lease2["revision"], "{reply}");
+    assert_eq!(
+        STANDARD
+            .decode(reply["payload"].as_str().unwrap())
+            .unwrap()
+            .len(),
+        2000
+    );
+}
+
+#[tokio::test]
+async fn bad_forward_input_is_invalid_and_changes_nothing() {
+    let s = Setup::start().await;
+    acquire(&s, "k", "a").await;
+    let owner = Owner::start(&s.client, "a", Behaviour::Echo).await;
+    let before = stream_state(&s.client).await;
+    for body in [
+        json!({"key": "k", "payload": "", "timeout_ms": 99}),
+        json!({"key": "k", "payload": "", "timeout_ms": 30001}),
+        json!({"key": "k", "payload": "", "timeout_ms": 1000.5}),
+        json!({"key": "k", "payload": "", "timeout_ms": "1000"}),
+        json!({"key": "k", "payload": "%%% not base64"}),
+        json!({"key": "k", "payload": 42}),
+        json!({"key": "k"}),
+        json!({"key": "a.b", "payload": ""}),
+        json!({"key": ">", "payload": ""}),
+        json!({"payload": ""}),
+    ] {
+        let reply = s.call("forward", body.clone()).await;
+        assert_eq!(reply["kind"], "invalid", "{body}: {reply}");
+        assert_eq!(reply.as_object().unwrap().len(), 2, "{reply}");
+    }
+    assert_eq!(owner.received(), 0);
+    assert_eq!(stream_state(&s.client).await, before);
+}
