@@ -3,10 +3,14 @@
 //!
 //! No `Debug` on purpose: the settings hold secrets and must never be logged.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use axum::http::HeaderValue;
 use clap::{Args, ValueEnum};
+
+use crate::http::HttpSettings;
 
 use crate::store::BucketSettings;
 
@@ -72,6 +76,38 @@ pub struct Config {
     #[arg(long = "replicas", env = "DAGNATS_BUCKET_REPLICAS", value_parser = clap::value_parser!(u8).range(1..=5))]
     pub replicas: Option<u8>,
 
+    /// Address of the HTTP API (`127.0.0.1:0`: any free port, logged).
+    #[arg(long, env = "DAGNATS_HTTP_ADDR", default_value = "127.0.0.1:8080")]
+    pub http_addr: SocketAddr,
+
+    /// Bearer token that acquire, renew, release and forward over HTTP
+    /// require. Unset: no token needed.
+    #[arg(long, env = "DAGNATS_HTTP_TOKEN", hide_env_values = true)]
+    pub http_token: Option<String>,
+
+    /// Bearer token that owner, list and events over HTTP require (the
+    /// write token is accepted too). Unset: reads are open.
+    #[arg(long, env = "DAGNATS_HTTP_READ_TOKEN", hide_env_values = true)]
+    pub http_read_token: Option<String>,
+
+    /// Browser origins allowed to call the HTTP API, comma-separated. Unset:
+    /// no CORS headers at all.
+    #[arg(
+        long = "http-cors-origin",
+        env = "DAGNATS_HTTP_CORS_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub http_cors_origins: Vec<String>,
+
+    /// Milliseconds between heartbeat comments on an idle event stream.
+    #[arg(long, env = "DAGNATS_SSE_HEARTBEAT_MS", default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(100..=300_000))]
+    pub sse_heartbeat_ms: u64,
+
+    /// Changes buffered for each event-stream client; a client that falls
+    /// further behind is disconnected.
+    #[arg(long, env = "DAGNATS_SSE_BUFFER", default_value_t = 1_024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub sse_buffer: u64,
+
     /// Log filter, e.g. `info` or `dagnats_leases=debug`.
     #[arg(long, env = "DAGNATS_LOG", default_value = "info")]
     pub log: String,
@@ -97,6 +133,30 @@ impl Config {
             replicas: self.replicas.map(usize::from),
             marker_ttl: MARKER_TTL,
         }
+    }
+
+    /// What the HTTP front needs of these settings.
+    pub fn http(&self) -> Result<HttpSettings, String> {
+        let token = |name: &str, value: &Option<String>| match value.as_deref() {
+            Some("") => Err(format!("{name} is empty; unset it to turn auth off")),
+            other => Ok(other.map(str::to_string)),
+        };
+        let cors_origins = self
+            .http_cors_origins
+            .iter()
+            .filter(|origin| !origin.is_empty())
+            .map(|origin| {
+                HeaderValue::from_str(origin)
+                    .map_err(|_| format!("DAGNATS_HTTP_CORS_ORIGINS: {origin:?} is not an origin"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(HttpSettings {
+            write_token: token("DAGNATS_HTTP_TOKEN", &self.http_token)?,
+            read_token: token("DAGNATS_HTTP_READ_TOKEN", &self.http_read_token)?,
+            cors_origins,
+            heartbeat: Duration::from_millis(self.sse_heartbeat_ms),
+            sse_buffer: self.sse_buffer as usize,
+        })
     }
 
     /// The NATS connection options these settings describe.

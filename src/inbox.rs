@@ -25,6 +25,19 @@ pub enum HopOutcome {
     Failed(String),
 }
 
+impl HopOutcome {
+    /// A short name for metrics and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            HopOutcome::Replied(_) => "replied",
+            HopOutcome::Rejected => "rejected",
+            HopOutcome::NoResponders => "no_responders",
+            HopOutcome::TimedOut => "timed_out",
+            HopOutcome::Failed(_) => "failed",
+        }
+    }
+}
+
 /// Sends forwarded requests to owners; cheap to clone.
 #[derive(Clone)]
 pub struct OwnerInbox {

@@ -13,6 +13,11 @@
 //!   reads through the stream leader, and whether it can serve right now.
 //! - [`nats`]: the NATS front, `api.leases.*` in queue group
 //!   `dagnats-leases`; it decodes, calls the core, encodes.
+//! - [`http`]: the HTTP front over the same core: REST, forward, Server-Sent
+//!   Events, health, readiness and metrics.
+//! - [`events`]: the one change-event subscription per gateway, fanned out
+//!   to every event-stream client.
+//! - [`metrics`]: the Prometheus recorder and the helpers both fronts use.
 //! - [`protocol`]: subjects, headers and names on the wire.
 //! - [`config`], [`telemetry`]: settings and logs of `dagnats-leases serve`.
 //!
@@ -20,7 +25,10 @@
 
 pub mod config;
 pub mod core;
+pub mod events;
+pub mod http;
 pub mod inbox;
+pub mod metrics;
 pub mod nats;
 pub mod protocol;
 pub mod store;
@@ -52,7 +60,7 @@ pub enum RunError {
 }
 
 /// Runs the gateway until `shutdown` completes: provisions the bucket in the
-/// background, answers the lease subjects, then stops taking requests,
+/// background, answers the lease subjects and the HTTP API, then stops taking requests,
 /// finishes the ones in flight and drains the NATS connection.
 ///
 /// It starts even when NATS or JetStream is down (calls answer
@@ -60,10 +68,25 @@ pub enum RunError {
 /// it cannot use or an existing bucket it must not touch.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
     let options = config.connect_options().await.map_err(RunError::Settings)?;
+    let http_settings = config.http().map_err(RunError::Settings)?;
+    let listener = tokio::net::TcpListener::bind(config.http_addr)
+        .await
+        .map_err(|err| {
+            RunError::Settings(format!("DAGNATS_HTTP_ADDR {}: {err}", config.http_addr))
+        })?;
+    let http_addr = listener
+        .local_addr()
+        .map_err(|err| RunError::Settings(format!("DAGNATS_HTTP_ADDR: {err}")))?;
     let options = options.event_callback(|event| async move {
         match event {
-            async_nats::Event::Connected => tracing::info!("connected to NATS"),
-            async_nats::Event::Disconnected => tracing::warn!("disconnected from NATS"),
+            async_nats::Event::Connected => {
+                metrics::nats_connected(true);
+                tracing::info!("connected to NATS")
+            }
+            async_nats::Event::Disconnected => {
+                metrics::nats_connected(false);
+                tracing::warn!("disconnected from NATS")
+            }
             other => tracing::info!(event = %other, "NATS connection event"),
         }
     });
@@ -77,6 +100,32 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let (store, provisioner) = store::store(client.clone(), config.bucket(), STORE_TIMEOUT);
     let core = LeaseCore::new(store, inbox::OwnerInbox::new(client.clone()));
     let mut provisioning = tokio::spawn(store::keep_provisioned(provisioner, stop.child_token()));
+
+    let events = events::Events::new(http_settings.sse_buffer);
+    let relay = tokio::spawn({
+        let (client, events, stop) = (client.clone(), events.clone(), stop.clone());
+        async move {
+            match events::subscribe(&client).await {
+                Ok(sub) => events::relay(sub, events, stop).await,
+                Err(err) => tracing::error!(%err, "could not subscribe to the change events"),
+            }
+        }
+    });
+    let state = http::AppState {
+        core: core.clone(),
+        client: client.clone(),
+        events,
+        tokens: http::auth::Tokens {
+            write: http_settings.write_token.clone(),
+            read: http_settings.read_token.clone(),
+        },
+        metrics: metrics::handle(),
+        heartbeat: http_settings.heartbeat,
+        stop: stop.clone(),
+    };
+    let app = http::app(state, &http_settings);
+    tracing::info!("HTTP listening on {http_addr}");
+    let http_server = tokio::spawn(http::serve(listener, app, stop.clone()));
 
     let front = tokio::spawn({
         let (client, tasks, stop) = (client.clone(), tasks.clone(), stop.clone());
@@ -102,6 +151,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     tracing::info!("shutting down: no new requests, finishing the ones in flight");
     stop.cancel();
     let _ = front.await;
+    let _ = http_server.await;
+    let _ = relay.await;
     tasks.close();
     tasks.wait().await;
     provisioning.abort();

@@ -15,7 +15,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the gateway: the lease subjects over NATS.
+    /// Run the gateway: the lease subjects over NATS and the HTTP API.
     Serve(Config),
 }
 

@@ -49,6 +49,19 @@ pub enum LeaseError {
     /// owner hop.
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// `unauthorized` (HTTP only): a missing or wrong bearer token.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// `not_found` (HTTP only): no route has this path.
+    #[error("{0}")]
+    NotFound(String),
+    /// `method_not_allowed` (HTTP only): the path exists, the method does not.
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// `body_too_large` (HTTP only): the request body is over the
+    /// gateway's limit, before anything reads it.
+    #[error("{0}")]
+    BodyTooLarge(String),
 }
 
 /// The body of every failed call: `{"error": "...", "kind": "..."}`. A
@@ -126,6 +139,10 @@ impl LeaseError {
             LeaseError::OwnerRejected(_) => "owner_rejected",
             LeaseError::ReplyTooLarge(_) => "reply_too_large",
             LeaseError::PayloadTooLarge(_) => "payload_too_large",
+            LeaseError::Unauthorized(_) => "unauthorized",
+            LeaseError::NotFound(_) => "not_found",
+            LeaseError::MethodNotAllowed(_) => "method_not_allowed",
+            LeaseError::BodyTooLarge(_) => "body_too_large",
         }
     }
 
@@ -143,6 +160,10 @@ impl LeaseError {
             LeaseError::OwnerRejected(_) => 409,
             LeaseError::ReplyTooLarge(_) => 502,
             LeaseError::PayloadTooLarge(_) => 413,
+            LeaseError::Unauthorized(_) => 401,
+            LeaseError::NotFound(_) => 404,
+            LeaseError::MethodNotAllowed(_) => 405,
+            LeaseError::BodyTooLarge(_) => 413,
         }
     }
 

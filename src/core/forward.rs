@@ -73,6 +73,7 @@ impl LeaseCore {
                 .send(&holder, key, revision, req.payload.0.clone(), remaining)
                 .await;
             tracing::debug!(key, holder, revision, attempt, ?outcome, "forward attempt");
+            crate::metrics::forward_attempt(outcome.name());
             match outcome {
                 HopOutcome::Replied(body) => {
                     let encoded = base64::engine::general_purpose::STANDARD

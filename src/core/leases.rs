@@ -38,6 +38,12 @@ impl LeaseCore {
         }
     }
 
+    /// Whether calls can be served now: `Ok`, or the error every call
+    /// would answer (`unavailable` or `unsupported`).
+    pub fn ready(&self) -> Result<(), LeaseError> {
+        self.bucket().map(|_| ())
+    }
+
     pub(super) fn inbox(&self) -> &OwnerInbox {
         &self.inbox
     }
@@ -286,7 +292,7 @@ impl LeaseCore {
     }
 
     /// The one translation of store failures into wire errors.
-    fn store_error(&self, err: StoreError) -> LeaseError {
+    pub(super) fn store_error(&self, err: StoreError) -> LeaseError {
         match err {
             StoreError::Unavailable(reason) => {
                 LeaseError::Unavailable(format!("leases are unavailable: {reason}; retry later"))
@@ -322,10 +328,16 @@ fn lease_record(
     }
 }
 
-/// The lease a record describes. `expires_at` counts from the earlier of
+/// The lease a record describes (also what a change event reports).
+/// `expires_at` counts from the earlier of
 /// the gateway's clock at the write and the server's stamp (when known), so
 /// it is never later than the server's own expiry.
-fn lease(key: &str, seq: u64, record: &LeaseRecord, stored_at: Option<OffsetDateTime>) -> Lease {
+pub fn lease(
+    key: &str,
+    seq: u64,
+    record: &LeaseRecord,
+    stored_at: Option<OffsetDateTime>,
+) -> Lease {
     let start = stored_at.map_or(record.written_at, |at| at.min(record.written_at));
     Lease {
         held: true,

@@ -7,9 +7,10 @@ mod error;
 mod forward;
 mod known;
 mod leases;
+mod list;
 pub mod model;
 pub mod timefmt;
 
 pub use error::{ErrorBody, ForwardError, LeaseError, Tried};
 pub use forward::MAX_ATTEMPTS;
-pub use leases::LeaseCore;
+pub use leases::{LeaseCore, lease};

@@ -255,14 +255,83 @@ pub struct OwnerRequest {
 /// are ignored, known fields of the wrong type or out of bounds are
 /// `invalid`.
 pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, LeaseError> {
+    from_object(parse_object(body)?)
+}
+
+/// Decodes a request whose key travels outside the body (an HTTP path):
+/// `key` replaces any `key` field, then the body is checked exactly as
+/// [`decode`] checks it, so both fronts validate alike.
+pub fn decode_keyed<T: DeserializeOwned>(key: &str, body: &[u8]) -> Result<T, LeaseError> {
+    let mut object = parse_object(body)?;
+    object.insert("key".into(), key.into());
+    from_object(object)
+}
+
+/// Builds a request from named fields (an HTTP path and query), under the
+/// same checks as a JSON body.
+pub fn from_fields<T: DeserializeOwned>(
+    fields: impl IntoIterator<Item = (&'static str, serde_json::Value)>,
+) -> Result<T, LeaseError> {
+    from_object(
+        fields
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value))
+            .collect(),
+    )
+}
+
+fn parse_object(body: &[u8]) -> Result<serde_json::Map<String, serde_json::Value>, LeaseError> {
     let value: serde_json::Value = serde_json::from_slice(body)
         .map_err(|err| LeaseError::Invalid(format!("request body is not JSON: {err}")))?;
-    if !value.is_object() {
-        return Err(LeaseError::Invalid(
+    match value {
+        serde_json::Value::Object(object) => Ok(object),
+        _ => Err(LeaseError::Invalid(
             "request body must be a JSON object".into(),
-        ));
+        )),
     }
-    T::deserialize(value).map_err(|err| LeaseError::Invalid(format!("invalid request: {err}")))
+}
+
+fn from_object<T: DeserializeOwned>(
+    object: serde_json::Map<String, serde_json::Value>,
+) -> Result<T, LeaseError> {
+    T::deserialize(serde_json::Value::Object(object))
+        .map_err(|err| LeaseError::Invalid(format!("invalid request: {err}")))
+}
+
+/// A key prefix for listing: up to 128 bytes of `[A-Za-z0-9_-]`, possibly
+/// empty (every key).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String")]
+pub struct KeyPrefix(String);
+
+impl TryFrom<String> for KeyPrefix {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, String> {
+        if value.is_empty() {
+            return Ok(KeyPrefix(value));
+        }
+        check_name("prefix", &value).map(|()| KeyPrefix(value))
+    }
+}
+
+impl KeyPrefix {
+    /// Whether `key` starts with this prefix.
+    pub fn matches(&self, key: &str) -> bool {
+        key.starts_with(&self.0)
+    }
+}
+
+/// List the held leases, optionally only keys starting with `prefix`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ListRequest {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub prefix: KeyPrefix,
+}
+
+/// Reply to list: every held lease, ordered by key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseList {
+    pub leases: Vec<Lease>,
 }
 
 /// A held lease, as acquire, renew and owner report it.
@@ -318,6 +387,16 @@ pub struct Released {
     pub key: String,
     pub holder: String,
     pub revision: u64,
+}
+
+/// Data of a `released` or `expired` change event: the key, the revision
+/// of the write that freed it, and its last holder when known.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseEnded {
+    pub key: String,
+    pub revision: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
 }
 
 /// Reply to forward: the owner's reply body, and who answered it.

@@ -3,6 +3,7 @@
 //! else.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use async_nats::{Client, Message, Subscriber};
 use futures::StreamExt;
@@ -13,6 +14,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::core::model::decode;
 use crate::core::{ErrorBody, LeaseCore};
+use crate::metrics;
 use crate::protocol::{
     QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
 };
@@ -33,6 +35,17 @@ pub enum Op {
 
 impl Op {
     const ALL: [Op; 5] = [Op::Acquire, Op::Renew, Op::Release, Op::Owner, Op::Forward];
+
+    /// The operation's name, as metrics label it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Acquire => "acquire",
+            Op::Renew => "renew",
+            Op::Release => "release",
+            Op::Owner => "owner",
+            Op::Forward => "forward",
+        }
+    }
 
     /// The request subject of this operation.
     pub fn subject(self) -> &'static str {
@@ -139,21 +152,28 @@ async fn answer(client: &Client, core: &LeaseCore, op: Op, msg: Message) {
     }
 }
 
-/// Runs one request and encodes its reply or error.
+/// Runs one request, encodes its reply or error, and counts it.
 async fn handle(core: &LeaseCore, op: Op, body: &[u8]) -> Vec<u8> {
-    match op {
+    let started = Instant::now();
+    let (reply, kind) = match op {
         Op::Acquire => encode(async { core.acquire(decode(body)?).await }.await),
         Op::Renew => encode(async { core.renew(decode(body)?).await }.await),
         Op::Release => encode(async { core.release(decode(body)?).await }.await),
         Op::Owner => encode(async { core.owner(decode(body)?).await }.await),
         Op::Forward => encode(async { core.forward(decode(body)?).await }.await),
-    }
+    };
+    metrics::request(metrics::Front::Nats, op.name(), kind, started.elapsed());
+    reply
 }
 
-fn encode<T: Serialize, E: Into<ErrorBody>>(result: Result<T, E>) -> Vec<u8> {
-    match result {
-        Ok(reply) => serde_json::to_vec(&reply),
-        Err(err) => serde_json::to_vec(&err.into()),
-    }
-    .expect("replies serialize")
+/// The reply body, and `ok` or the error kind.
+fn encode<T: Serialize, E: Into<ErrorBody>>(result: Result<T, E>) -> (Vec<u8>, &'static str) {
+    let (body, kind) = match result {
+        Ok(reply) => (serde_json::to_vec(&reply), "ok"),
+        Err(err) => {
+            let body: ErrorBody = err.into();
+            (serde_json::to_vec(&body), body.kind)
+        }
+    };
+    (body.expect("replies serialize"), kind)
 }

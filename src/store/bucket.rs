@@ -12,8 +12,8 @@ use std::time::Duration;
 use super::record::{Entry, LeaseEvent, decode_entry};
 use crate::core::timefmt;
 use crate::protocol::{
-    HEADER_EVENT, HEADER_EXPECTED_SEQ, HEADER_KV_OPERATION, HEADER_ROLLUP, HEADER_TTL, STREAM,
-    key_subject,
+    HEADER_EVENT, HEADER_EXPECTED_SEQ, HEADER_KV_OPERATION, HEADER_ROLLUP, HEADER_TTL,
+    KEY_SUBJECTS, STREAM, key_subject,
 };
 use async_nats::connection::State;
 use async_nats::{Client, HeaderMap, RequestErrorKind};
@@ -84,6 +84,21 @@ struct MsgGet {
 }
 
 #[derive(Deserialize)]
+struct StreamInfo {
+    error: Option<ApiError>,
+    state: Option<StreamState>,
+    /// Subjects matching the filter, across all pages.
+    #[serde(default)]
+    total: u64,
+}
+
+#[derive(Deserialize)]
+struct StreamState {
+    #[serde(default)]
+    subjects: std::collections::HashMap<String, u64>,
+}
+
+#[derive(Deserialize)]
 struct StoredMessage {
     seq: u64,
     #[serde(default)]
@@ -142,6 +157,39 @@ impl Bucket {
         decode_entry(msg.seq, stored_at, header, &data)
             .map(Some)
             .map_err(StoreError::Corrupt)
+    }
+
+    /// Every key that has a message in the bucket (held, released or
+    /// expired), from the stream leader's `STREAM.INFO`, page by page.
+    pub async fn keys(&self) -> Result<Vec<String>, StoreError> {
+        let subject = format!("$JS.API.STREAM.INFO.{STREAM}");
+        let prefix = key_subject("");
+        let mut keys = Vec::new();
+        loop {
+            let body = serde_json::to_vec(&serde_json::json!({
+                "subjects_filter": KEY_SUBJECTS,
+                "offset": keys.len(),
+            }))
+            .expect("a JSON object serializes");
+            let reply = self
+                .request(subject.clone(), HeaderMap::new(), body.into())
+                .await
+                .map_err(|err| err.or_missing(StoreError::Unavailable(NO_JETSTREAM.into())))?;
+            let info: StreamInfo = serde_json::from_slice(&reply)
+                .map_err(|err| StoreError::Unexpected(format!("stream info reply: {err}")))?;
+            if let Some(err) = info.error {
+                return Err(api_error(err));
+            }
+            let page = info.state.map(|s| s.subjects).unwrap_or_default();
+            let got = page.len();
+            keys.extend(
+                page.into_keys()
+                    .filter_map(|subject| subject.strip_prefix(&prefix).map(str::to_string)),
+            );
+            if got == 0 || keys.len() as u64 >= info.total {
+                return Ok(keys);
+            }
+        }
     }
 
     /// Writes `write` to `key` if the key's last sequence is `expected`

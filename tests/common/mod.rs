@@ -199,6 +199,12 @@ const GATEWAY_ENV: &[&str] = &[
     "DAGNATS_BUCKET_REPLICAS",
     "DAGNATS_LOG",
     "DAGNATS_LOG_FORMAT",
+    "DAGNATS_HTTP_ADDR",
+    "DAGNATS_HTTP_TOKEN",
+    "DAGNATS_HTTP_READ_TOKEN",
+    "DAGNATS_HTTP_CORS_ORIGINS",
+    "DAGNATS_SSE_HEARTBEAT_MS",
+    "DAGNATS_SSE_BUFFER",
 ];
 
 /// One `dagnats-leases serve` process.
@@ -230,6 +236,7 @@ impl Gateway {
             .args(args)
             .env("NATS_URL", url)
             .env("DAGNATS_LOG", "info")
+            .env("DAGNATS_HTTP_ADDR", "127.0.0.1:0")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -245,6 +252,18 @@ impl Gateway {
             .wait_for("serving lease requests", Duration::from_secs(15))
             .await
             .unwrap_or_else(|| panic!("gateway not serving:\n{}", self.log.text()));
+    }
+
+    /// Base URL of the gateway's HTTP API (`http://127.0.0.1:PORT`), read
+    /// from its log.
+    pub async fn http_url(&self) -> String {
+        let line = self
+            .log
+            .wait_for("HTTP listening on ", Duration::from_secs(15))
+            .await
+            .unwrap_or_else(|| panic!("gateway HTTP not listening:\n{}", self.log.text()));
+        let addr = line.rsplit("HTTP listening on ").next().unwrap().trim();
+        format!("http://{addr}")
     }
 
     /// Sends SIGTERM and waits for the exit.
@@ -396,4 +415,91 @@ pub fn timestamp(value: &Value) -> time::OffsetDateTime {
     assert!(text.ends_with('Z'), "{text} is not UTC with a Z suffix");
     time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
         .unwrap_or_else(|err| panic!("{text} is not RFC 3339: {err}"))
+}
+
+/// An HTTP reply: status and JSON body.
+pub struct HttpReply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+/// A gateway's HTTP API, as any HTTP client would use it.
+#[derive(Clone)]
+pub struct Http {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub token: Option<String>,
+}
+
+impl Http {
+    /// The HTTP API of `gateway`.
+    pub async fn of(gateway: &Gateway) -> Self {
+        Http {
+            base: gateway.http_url().await,
+            client: reqwest::Client::new(),
+            token: None,
+        }
+    }
+
+    /// The same API, sending `Authorization: Bearer <token>`.
+    pub fn with_token(&self, token: &str) -> Self {
+        Http {
+            token: Some(token.to_string()),
+            ..self.clone()
+        }
+    }
+
+    /// A request to `path`, with the token if any.
+    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let req = self.client.request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(token) => req.bearer_auth(token),
+            None => req,
+        }
+    }
+
+    /// `GET path`.
+    pub async fn get(&self, path: &str) -> HttpReply {
+        Self::send(self.request(reqwest::Method::GET, path)).await
+    }
+
+    /// `POST path` with a JSON body.
+    pub async fn post(&self, path: &str, body: Value) -> HttpReply {
+        Self::send(self.request(reqwest::Method::POST, path).json(&body)).await
+    }
+
+    /// Sends `req`; the reply with its body parsed as JSON.
+    pub async fn send(req: reqwest::RequestBuilder) -> HttpReply {
+        let resp = tokio::time::timeout(Duration::from_secs(40), req.send())
+            .await
+            .expect("HTTP reply within 40 s")
+            .expect("HTTP request answered");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.expect("HTTP body");
+        let body = serde_json::from_str(&text)
+            .unwrap_or_else(|err| panic!("body is not JSON ({err}): {text:?}"));
+        HttpReply {
+            status,
+            headers,
+            body,
+        }
+    }
+}
+
+/// Asserts `reply` is the error body `{"error", "kind"}` of `kind` with
+/// `status`, and nothing else besides forward's `holder` and `revision`.
+pub fn assert_error(reply: &HttpReply, status: u16, kind: &str) {
+    assert_eq!(reply.status, status, "{}", reply.body);
+    assert_eq!(reply.body["kind"], kind, "{}", reply.body);
+    assert!(reply.body["error"].as_str().is_some_and(|e| !e.is_empty()));
+    let fields = reply.body.as_object().unwrap();
+    assert!(
+        fields
+            .keys()
+            .all(|k| ["error", "kind", "holder", "revision"].contains(&k.as_str())),
+        "{}",
+        reply.body
+    );
 }

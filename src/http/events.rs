@@ -1,0 +1,88 @@
+//! `GET /v1/events`: Server-Sent Events of every lease change, read from
+//! the gateway's one change subscription.
+//!
+//! `?key=K` keeps one key, `?ownership=true` drops `renewed`. A client
+//! sending `Last-Event-ID: R` first gets the current state of every held
+//! key whose revision is above R, then the live stream.
+
+use std::convert::Infallible;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::routing::get;
+use axum::{Router, middleware};
+use futures::{Stream, StreamExt};
+use serde::Deserialize;
+
+use super::error::ApiError;
+use super::extract::QueryOf;
+use super::{AppState, auth};
+use crate::core::LeaseError;
+use crate::core::model::{KeyPrefix, LeaseKey};
+use crate::events::{Change, Filter, feed};
+use crate::metrics::SseClient;
+
+/// The events route, behind the read token.
+pub fn router(state: &AppState) -> Router<AppState> {
+    Router::new()
+        .route("/v1/events", get(events))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth::reads))
+}
+
+#[derive(Deserialize)]
+struct EventsQuery {
+    key: Option<LeaseKey>,
+    #[serde(default)]
+    ownership: bool,
+}
+
+async fn events(
+    State(s): State<AppState>,
+    QueryOf(query): QueryOf<EventsQuery>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let after = last_event_id(&headers)?;
+    let filter = Filter {
+        key: query.key,
+        ownership: query.ownership,
+    };
+    // Subscribed before the state is read, so no change falls in between.
+    let live = s.events.subscribe();
+    let resume = match after {
+        Some(after) => s
+            .core
+            .held(&KeyPrefix::default())
+            .await?
+            .into_iter()
+            .filter(|(_, lease)| lease.revision > after)
+            .map(|(event, lease)| Change::held(event, &lease))
+            .collect(),
+        None => Vec::new(),
+    };
+    let client = SseClient::connected();
+    let stream =
+        feed(live, filter, after.unwrap_or(0), resume, s.stop.clone()).map(move |change| {
+            let _counted = &client;
+            Ok(Event::default()
+                .event(change.kind.as_str())
+                .id(change.revision.to_string())
+                .data(change.data.as_str()))
+        });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(s.heartbeat).text("heartbeat")))
+}
+
+/// The revision a reconnecting client saw last.
+fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, LeaseError> {
+    let Some(value) = headers.get("last-event-id") else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Some)
+        .ok_or_else(|| {
+            LeaseError::Invalid("Last-Event-ID must be a revision (an unsigned integer)".into())
+        })
+}

@@ -1,0 +1,358 @@
+//! The HTTP lease API: the same bodies as NATS, and every failure as
+//! `{"error", "kind"}` with the status of its kind.
+
+mod common;
+
+use common::{Gateway, Http, NatsServer, ServerOptions, Setup, assert_error, old_server_binary};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+async fn setup() -> (Setup, Http) {
+    let s = Setup::start().await;
+    let http = Http::of(&s.gateway).await;
+    (s, http)
+}
+
+fn rev(v: &Value) -> u64 {
+    v["revision"].as_u64().expect("revision")
+}
+
+#[tokio::test]
+async fn http_and_nats_give_identical_bodies_for_the_same_scenario() {
+    let (s, http) = setup().await;
+    // Acquire over HTTP, then both fronts read the same lease.
+    let granted = http
+        .post(
+            "/v1/leases/k/acquire",
+            json!({"holder": "h1", "ttl_ms": 15000}),
+        )
+        .await;
+    assert_eq!(granted.status, 200);
+    let via_nats = s.call("owner", json!({"key": "k"})).await;
+    let via_http = http.get("/v1/leases/k").await;
+    assert_eq!(via_http.status, 200);
+    assert_eq!(via_http.body, via_nats);
+    // A second holder is refused the same way by both.
+    let refused_nats = s
+        .call(
+            "acquire",
+            json!({"key": "k", "holder": "h2", "ttl_ms": 15000}),
+        )
+        .await;
+    let refused_http = http
+        .post(
+            "/v1/leases/k/acquire",
+            json!({"holder": "h2", "ttl_ms": 15000}),
+        )
+        .await;
+    assert_eq!(refused_http.status, 200);
+    assert_eq!(refused_http.body, refused_nats);
+    // The same invalid request, the same error body.
+    let bad_nats = s
+        .call(
+            "acquire",
+            json!({"key": "k", "holder": "h2", "ttl_ms": 1500}),
+        )
+        .await;
+    let bad_http = http
+        .post(
+            "/v1/leases/k/acquire",
+            json!({"holder": "h2", "ttl_ms": 1500}),
+        )
+        .await;
+    assert_error(&bad_http, 400, "invalid");
+    assert_eq!(bad_http.body, bad_nats);
+    // The same stale renew, the same `lost`.
+    let stale = json!({"holder": "h1", "revision": rev(&granted.body) + 100, "ttl_ms": 15000});
+    let mut stale_nats = stale.clone();
+    stale_nats["key"] = json!("k");
+    let lost_nats = s.call("renew", stale_nats).await;
+    let lost_http = http.post("/v1/leases/k/renew", stale).await;
+    assert_error(&lost_http, 409, "lost");
+    assert_eq!(lost_http.body, lost_nats);
+}
+
+#[tokio::test]
+async fn acquire_renew_release_round_trip_with_the_seed_shapes() {
+    let (_s, http) = setup().await;
+    let a = http
+        .post(
+            "/v1/leases/leader/acquire",
+            json!({"holder": "h1", "ttl_ms": 15000}),
+        )
+        .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.body["granted"], true);
+    assert_eq!(a.body["held"], true);
+    assert_eq!(a.body["key"], "leader");
+    assert_eq!(a.body["holder"], "h1");
+    assert_eq!(a.body["ttl_ms"], 15000);
+    common::timestamp(&a.body["acquired_at"]);
+    common::timestamp(&a.body["expires_at"]);
+    let r = http
+        .post(
+            "/v1/leases/leader/renew",
+            json!({"holder": "h1", "revision": rev(&a.body), "ttl_ms": 30000}),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    assert!(rev(&r.body) > rev(&a.body));
+    assert_eq!(r.body["acquired_at"], a.body["acquired_at"]);
+    assert_eq!(r.body["ttl_ms"], 30000);
+    let x = http
+        .post(
+            "/v1/leases/leader/release",
+            json!({"holder": "h1", "revision": rev(&r.body)}),
+        )
+        .await;
+    assert_eq!(x.status, 200);
+    assert_eq!(
+        x.body,
+        json!({"released": true, "held": false, "key": "leader", "holder": "h1", "revision": rev(&x.body)})
+    );
+    assert!(rev(&x.body) > rev(&r.body));
+    let owner = http.get("/v1/leases/leader").await;
+    assert_eq!(owner.status, 200);
+    assert_eq!(owner.body, json!({"held": false, "key": "leader"}));
+}
+
+#[tokio::test]
+async fn granted_false_is_a_200_naming_the_current_holder() {
+    let (_s, http) = setup().await;
+    let a = http
+        .post(
+            "/v1/leases/k/acquire",
+            json!({"holder": "h1", "ttl_ms": 15000}),
+        )
+        .await;
+    let b = http
+        .post(
+            "/v1/leases/k/acquire",
+            json!({"holder": "h2", "ttl_ms": 30000}),
+        )
+        .await;
+    assert_eq!(b.status, 200);
+    assert_eq!(b.body["granted"], false);
+    assert_eq!(b.body["holder"], "h1");
+    assert_eq!(b.body["revision"], a.body["revision"]);
+    assert_eq!(b.body["ttl_ms"], 15000);
+}
+
+#[tokio::test]
+async fn release_at_a_stale_revision_is_409_lost() {
+    let (_s, http) = setup().await;
+    let a = http
+        .post(
+            "/v1/leases/k/acquire",
+            json!({"holder": "h1", "ttl_ms": 15000}),
+        )
+        .await;
+    let x = http
+        .post(
+            "/v1/leases/k/release",
+            json!({"holder": "h2", "revision": rev(&a.body)}),
+        )
+        .await;
+    assert_error(&x, 409, "lost");
+}
+
+#[tokio::test]
+async fn list_returns_every_held_lease_ordered_and_filtered_by_prefix() {
+    let (_s, http) = setup().await;
+    for key in ["shard-2", "shard-1", "leader"] {
+        let a = http
+            .post(
+                &format!("/v1/leases/{key}/acquire"),
+                json!({"holder": "h", "ttl_ms": 15000}),
+            )
+            .await;
+        assert_eq!(a.status, 200);
+    }
+    let gone = http
+        .post(
+            "/v1/leases/shard-3/acquire",
+            json!({"holder": "h", "ttl_ms": 15000}),
+        )
+        .await;
+    http.post(
+        "/v1/leases/shard-3/release",
+        json!({"holder": "h", "revision": rev(&gone.body)}),
+    )
+    .await;
+    let all = http.get("/v1/leases").await;
+    assert_eq!(all.status, 200);
+    let keys: Vec<&str> = all.body["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["leader", "shard-1", "shard-2"]);
+    let owner = http.get("/v1/leases/leader").await;
+    assert_eq!(all.body["leases"][0], owner.body);
+    let shards = http.get("/v1/leases?prefix=shard-").await;
+    let keys: Vec<&str> = shards.body["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["shard-1", "shard-2"]);
+    let none = http.get("/v1/leases?prefix=nothing").await;
+    assert_eq!(none.body, json!({"leases": []}));
+}
+
+#[tokio::test]
+async fn an_invalid_prefix_is_400_invalid() {
+    let (_s, http) = setup().await;
+    assert_error(&http.get("/v1/leases?prefix=a.b").await, 400, "invalid");
+}
+
+#[tokio::test]
+async fn malformed_json_is_400_invalid() {
+    let (_s, http) = setup().await;
+    let req = http
+        .request(Method::POST, "/v1/leases/k/acquire")
+        .header("content-type", "application/json")
+        .body("{nope");
+    let reply = Http::send(req).await;
+    assert_error(&reply, 400, "invalid");
+    assert!(reply.body["error"].as_str().unwrap().contains("not JSON"));
+}
+
+#[tokio::test]
+async fn a_json_array_is_400_invalid() {
+    let (_s, http) = setup().await;
+    let reply = http.post("/v1/leases/k/acquire", json!(["h", 1000])).await;
+    assert_error(&reply, 400, "invalid");
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_declared_json_is_400_invalid() {
+    let (_s, http) = setup().await;
+    let req = http
+        .request(Method::POST, "/v1/leases/k/acquire")
+        .header("content-type", "text/plain")
+        .body(r#"{"holder": "h", "ttl_ms": 1000}"#);
+    let reply = Http::send(req).await;
+    assert_error(&reply, 400, "invalid");
+    assert!(
+        reply.body["error"]
+            .as_str()
+            .unwrap()
+            .contains("Content-Type")
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_key_in_the_path_is_400_invalid() {
+    let (_s, http) = setup().await;
+    let acquire = http
+        .post(
+            "/v1/leases/a.b/acquire",
+            json!({"holder": "h", "ttl_ms": 1000}),
+        )
+        .await;
+    assert_error(&acquire, 400, "invalid");
+    assert!(
+        acquire.body["error"]
+            .as_str()
+            .unwrap()
+            .contains("key must be")
+    );
+    let long = "k".repeat(129);
+    assert_error(
+        &http.get(&format!("/v1/leases/{long}")).await,
+        400,
+        "invalid",
+    );
+}
+
+#[tokio::test]
+async fn the_path_key_wins_over_a_key_in_the_body() {
+    let (_s, http) = setup().await;
+    let a = http
+        .post(
+            "/v1/leases/from-path/acquire",
+            json!({"key": "from-body", "holder": "h", "ttl_ms": 1000}),
+        )
+        .await;
+    assert_eq!(a.body["key"], "from-path");
+}
+
+#[tokio::test]
+async fn an_unknown_route_is_404_not_found() {
+    let (_s, http) = setup().await;
+    assert_error(&http.get("/v2/nothing").await, 404, "not_found");
+    assert_error(
+        &http.get("/v1/leases/k/acquire/extra").await,
+        404,
+        "not_found",
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_method_is_405_method_not_allowed() {
+    let (_s, http) = setup().await;
+    assert_error(
+        &http.get("/v1/leases/k/acquire").await,
+        405,
+        "method_not_allowed",
+    );
+    let delete = Http::send(http.request(Method::DELETE, "/v1/leases/k")).await;
+    assert_error(&delete, 405, "method_not_allowed");
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_413_body_too_large() {
+    let (_s, http) = setup().await;
+    let huge = format!(
+        r#"{{"holder": "h", "ttl_ms": 1000, "pad": "{}"}}"#,
+        "x".repeat(13 << 20)
+    );
+    let req = http
+        .request(Method::POST, "/v1/leases/k/acquire")
+        .header("content-type", "application/json")
+        .body(huge);
+    assert_error(&Http::send(req).await, 413, "body_too_large");
+}
+
+#[tokio::test]
+async fn a_server_without_jetstream_answers_503_unavailable() {
+    let server = NatsServer::start_with(ServerOptions {
+        jetstream: false,
+        ..ServerOptions::default()
+    })
+    .await;
+    let gateway = Gateway::spawn(&server.url, &[], &[]);
+    gateway.wait_serving().await;
+    let http = Http::of(&gateway).await;
+    let reply = http
+        .post(
+            "/v1/leases/k/acquire",
+            json!({"holder": "h", "ttl_ms": 1000}),
+        )
+        .await;
+    assert_error(&reply, 503, "unavailable");
+    assert_error(&http.get("/readyz").await, 503, "unavailable");
+    assert_eq!(http.get("/healthz").await.status, 200);
+}
+
+#[tokio::test]
+async fn an_old_server_answers_501_unsupported_and_is_not_ready() {
+    let server = NatsServer::start_with(ServerOptions {
+        binary: old_server_binary(),
+        ..ServerOptions::default()
+    })
+    .await;
+    let gateway = Gateway::spawn(&server.url, &[], &[]);
+    gateway
+        .log
+        .wait_for("older than 2.11", std::time::Duration::from_secs(15))
+        .await
+        .expect("gateway notices the old server");
+    let http = Http::of(&gateway).await;
+    assert_error(&http.get("/v1/leases/k").await, 501, "unsupported");
+    assert_error(&http.get("/v1/leases").await, 501, "unsupported");
+    assert_error(&http.get("/readyz").await, 503, "unsupported");
+}
