@@ -1,0 +1,274 @@
+//! `POST /v1/leases/{key}/forward`: JSON mode returns the NATS body, raw
+//! mode the owner's bytes with `Dagnats-Lease-Holder` and
+//! `Dagnats-Lease-Fence`; failures carry the owner last tried.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use common::{Gateway, Http, NatsServer, ServerOptions, Setup, assert_error};
+use futures::StreamExt;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+/// How the owner process answers.
+#[derive(Clone, Copy)]
+enum Answer {
+    /// `echo:<fence>:` + the body.
+    Echo,
+    /// `n` bytes of `x`.
+    Bytes(usize),
+    /// `Dagnats-Lease-Reject: stale`.
+    Reject,
+    /// Never.
+    Silent,
+}
+
+/// An owner subscribed on its inbox; counts what it receives.
+async fn owner(client: &async_nats::Client, holder: &str, answer: Answer) -> Arc<AtomicUsize> {
+    let mut sub = client
+        .subscribe(format!("dagnats.lease.inbox.{holder}.>"))
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    let received = Arc::new(AtomicUsize::new(0));
+    let (count, client) = (received.clone(), client.clone());
+    tokio::spawn(async move {
+        while let Some(msg) = sub.next().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            let reply = msg.reply.clone().unwrap();
+            let mut headers = async_nats::HeaderMap::new();
+            let body = match answer {
+                Answer::Echo => {
+                    let fence = msg
+                        .headers
+                        .as_ref()
+                        .unwrap()
+                        .get("Dagnats-Lease-Fence")
+                        .unwrap();
+                    let mut body = format!("echo:{}:", fence.as_str()).into_bytes();
+                    body.extend_from_slice(&msg.payload);
+                    body
+                }
+                Answer::Bytes(n) => vec![b'x'; n],
+                Answer::Reject => {
+                    headers.insert("Dagnats-Lease-Reject", "stale");
+                    Vec::new()
+                }
+                Answer::Silent => continue,
+            };
+            client
+                .publish_with_headers(reply, headers, body.into())
+                .await
+                .unwrap();
+        }
+    });
+    received
+}
+
+async fn acquire(http: &Http, key: &str, holder: &str) -> Value {
+    let a = http
+        .post(
+            &format!("/v1/leases/{key}/acquire"),
+            json!({"holder": holder, "ttl_ms": 30000}),
+        )
+        .await;
+    assert_eq!(a.body["granted"], true, "{}", a.body);
+    a.body
+}
+
+async fn setup() -> (Setup, Http) {
+    let s = Setup::start().await;
+    let http = Http::of(&s.gateway).await;
+    (s, http)
+}
+
+/// A raw forward of `body` with `query`.
+async fn raw(http: &Http, key: &str, query: &str, body: Vec<u8>) -> reqwest::Response {
+    http.request(Method::POST, &format!("/v1/leases/{key}/forward{query}"))
+        .header("content-type", "application/octet-stream")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+fn assert_owner(reply: &common::HttpReply, holder: &str, lease: &Value) {
+    assert_eq!(reply.body["holder"], holder, "{}", reply.body);
+    assert_eq!(reply.body["revision"], lease["revision"], "{}", reply.body);
+}
+
+#[tokio::test]
+async fn json_forward_gives_the_same_body_as_nats() {
+    let (s, http) = setup().await;
+    let lease = acquire(&http, "k", "h1").await;
+    let _owner = owner(&s.client, "h1", Answer::Echo).await;
+    let request = json!({"payload": STANDARD.encode("ping"), "timeout_ms": 2000});
+    let via_http = http.post("/v1/leases/k/forward", request.clone()).await;
+    assert_eq!(via_http.status, 200);
+    let mut nats_request = request;
+    nats_request["key"] = json!("k");
+    let via_nats = s.call("forward", nats_request).await;
+    assert_eq!(via_http.body, via_nats);
+    let payload = STANDARD
+        .decode(via_http.body["payload"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(
+        payload,
+        format!("echo:{}:ping", lease["revision"]).into_bytes()
+    );
+}
+
+#[tokio::test]
+async fn raw_forward_returns_the_owners_bytes_with_holder_and_fence_headers() {
+    let (s, http) = setup().await;
+    let lease = acquire(&http, "k", "h1").await;
+    let _owner = owner(&s.client, "h1", Answer::Echo).await;
+    let resp = raw(&http, "k", "", b"\x00raw\xff".to_vec()).await;
+    assert_eq!(resp.status(), 200);
+    let fence = lease["revision"].to_string();
+    assert_eq!(resp.headers()["dagnats-lease-holder"], "h1");
+    assert_eq!(resp.headers()["dagnats-lease-fence"], fence.as_str());
+    let mut expected = format!("echo:{fence}:").into_bytes();
+    expected.extend_from_slice(b"\x00raw\xff");
+    assert_eq!(resp.bytes().await.unwrap().to_vec(), expected);
+}
+
+#[tokio::test]
+async fn raw_forward_takes_its_timeout_from_the_query() {
+    let (s, http) = setup().await;
+    let lease = acquire(&http, "k", "h1").await;
+    let received = owner(&s.client, "h1", Answer::Silent).await;
+    let started = Instant::now();
+    let resp = raw(&http, "k", "?timeout_ms=300", b"x".to_vec()).await;
+    let reply = common::HttpReply {
+        status: resp.status().as_u16(),
+        headers: resp.headers().clone(),
+        body: resp.json().await.unwrap(),
+    };
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_error(&reply, 504, "owner_timeout");
+    assert_owner(&reply, "h1", &lease);
+    assert_eq!(received.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_bad_raw_timeout_is_400_invalid() {
+    let (_s, http) = setup().await;
+    acquire(&http, "k", "h1").await;
+    for query in ["?timeout_ms=50", "?timeout_ms=abc", "?timeout_ms=30001"] {
+        let resp = raw(&http, "k", query, b"x".to_vec()).await;
+        assert_eq!(resp.status(), 400, "{query}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["kind"], "invalid", "{query}");
+    }
+}
+
+#[tokio::test]
+async fn forward_of_a_free_key_is_404_not_held() {
+    let (_s, http) = setup().await;
+    let reply = http
+        .post("/v1/leases/nobody/forward", json!({"payload": ""}))
+        .await;
+    assert_error(&reply, 404, "not_held");
+}
+
+#[tokio::test]
+async fn no_responder_is_502_owner_unavailable() {
+    let (_s, http) = setup().await;
+    let lease = acquire(&http, "k", "gone").await;
+    let reply = http
+        .post(
+            "/v1/leases/k/forward",
+            json!({"payload": "", "timeout_ms": 2000}),
+        )
+        .await;
+    assert_error(&reply, 502, "owner_unavailable");
+    assert_owner(&reply, "gone", &lease);
+}
+
+#[tokio::test]
+async fn stale_rejects_are_409_owner_rejected() {
+    let (s, http) = setup().await;
+    let lease = acquire(&http, "k", "h1").await;
+    let received = owner(&s.client, "h1", Answer::Reject).await;
+    let reply = http
+        .post(
+            "/v1/leases/k/forward",
+            json!({"payload": "", "timeout_ms": 2000}),
+        )
+        .await;
+    assert_error(&reply, 409, "owner_rejected");
+    assert_owner(&reply, "h1", &lease);
+    assert_eq!(received.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn a_payload_that_is_not_base64_is_400_invalid() {
+    let (_s, http) = setup().await;
+    let reply = http
+        .post("/v1/leases/k/forward", json!({"payload": "%%%"}))
+        .await;
+    assert_error(&reply, 400, "invalid");
+}
+
+/// A server whose max_payload is 4096 bytes, and a gateway on it.
+async fn small_server() -> (
+    NatsServer,
+    Gateway,
+    async_nats::Client,
+    Http,
+    tempfile::TempDir,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("nats.conf");
+    std::fs::write(&config, "max_payload: 4096\n").unwrap();
+    let server = NatsServer::start_with(ServerOptions {
+        extra_args: vec!["-c".into(), config.display().to_string()],
+        ..ServerOptions::default()
+    })
+    .await;
+    let gateway = Gateway::start(&server.url).await;
+    let client = common::client(&server.url).await;
+    let http = Http::of(&gateway).await;
+    (server, gateway, client, http, dir)
+}
+
+#[tokio::test]
+async fn a_raw_body_over_max_payload_is_413_payload_too_large() {
+    let (_server, _gateway, client, http, _dir) = small_server().await;
+    let lease = acquire(&http, "k", "h1").await;
+    let received = owner(&client, "h1", Answer::Echo).await;
+    let resp = raw(&http, "k", "", vec![b'x'; 5000]).await;
+    let reply = common::HttpReply {
+        status: resp.status().as_u16(),
+        headers: resp.headers().clone(),
+        body: resp.json().await.unwrap(),
+    };
+    assert_error(&reply, 413, "payload_too_large");
+    assert_owner(&reply, "h1", &lease);
+    assert_eq!(received.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn an_owner_reply_too_large_once_base64_encoded_is_502_reply_too_large() {
+    let (_server, _gateway, client, http, _dir) = small_server().await;
+    let lease = acquire(&http, "k", "big").await;
+    let _owner = owner(&client, "big", Answer::Bytes(3500)).await;
+    let reply = http
+        .post(
+            "/v1/leases/k/forward",
+            json!({"payload": "", "timeout_ms": 2000}),
+        )
+        .await;
+    assert_error(&reply, 502, "reply_too_large");
+    assert_owner(&reply, "big", &lease);
+}
