@@ -1,0 +1,306 @@
+//! `GET /v1/events`: Server-Sent Events of every change, from one NATS
+//! subscription per gateway; filters, resume, heartbeats, slow clients.
+
+mod common;
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use common::{Gateway, Http, NatsServer, eventually, js_api};
+use eventsource_stream::Eventsource;
+use futures::{Stream, StreamExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+type Events = Pin<Box<dyn Stream<Item = eventsource_stream::Event> + Send>>;
+
+/// An open event stream; returns once the gateway has answered, which is
+/// after it subscribed the client to the change feed.
+async fn open(http: &Http, path: &str, last_event_id: Option<u64>) -> Events {
+    let mut req = http.request(reqwest::Method::GET, path);
+    if let Some(id) = last_event_id {
+        req = req.header("Last-Event-ID", id.to_string());
+    }
+    let resp = req.send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    Box::pin(
+        resp.bytes_stream()
+            .eventsource()
+            .map(|e| e.expect("a well-formed event")),
+    )
+}
+
+/// The next event: name, id, data.
+async fn next(events: &mut Events) -> (String, u64, Value) {
+    let event = tokio::time::timeout(Duration::from_secs(10), events.next())
+        .await
+        .expect("an event within 10 s")
+        .expect("the stream is open");
+    let data = serde_json::from_str(&event.data).expect("data is JSON");
+    (
+        event.event,
+        event.id.parse().expect("id is a revision"),
+        data,
+    )
+}
+
+async fn setup() -> (NatsServer, Gateway, async_nats::Client, Http) {
+    let server = NatsServer::start().await;
+    let gateway = Gateway::start(&server.url).await;
+    let client = common::client(&server.url).await;
+    let http = Http::of(&gateway).await;
+    (server, gateway, client, http)
+}
+
+async fn acquire(http: &Http, key: &str, ttl_ms: u64) -> Value {
+    http.post(
+        &format!("/v1/leases/{key}/acquire"),
+        json!({"holder": "h", "ttl_ms": ttl_ms}),
+    )
+    .await
+    .body
+}
+
+async fn renew(http: &Http, lease: &Value) -> Value {
+    let key = lease["key"].as_str().unwrap();
+    http.post(
+        &format!("/v1/leases/{key}/renew"),
+        json!({"holder": "h", "revision": lease["revision"], "ttl_ms": 15000}),
+    )
+    .await
+    .body
+}
+
+async fn release(http: &Http, lease: &Value) -> Value {
+    let key = lease["key"].as_str().unwrap();
+    http.post(
+        &format!("/v1/leases/{key}/release"),
+        json!({"holder": "h", "revision": lease["revision"]}),
+    )
+    .await
+    .body
+}
+
+/// A grant without `granted`: the lease, as events carry it.
+fn lease_of(grant: &Value) -> Value {
+    let mut lease = grant.clone();
+    lease.as_object_mut().unwrap().remove("granted");
+    lease
+}
+
+fn rev(v: &Value) -> u64 {
+    v["revision"].as_u64().unwrap()
+}
+
+#[tokio::test]
+async fn changes_arrive_in_order_named_with_the_revision_as_id() {
+    let (_server, _gateway, _client, http) = setup().await;
+    let mut events = open(&http, "/v1/events", None).await;
+    let a = acquire(&http, "k", 15000).await;
+    let r = renew(&http, &a).await;
+    let x = release(&http, &r).await;
+    assert_eq!(
+        next(&mut events).await,
+        ("acquired".into(), rev(&a), lease_of(&a))
+    );
+    assert_eq!(
+        next(&mut events).await,
+        ("renewed".into(), rev(&r), lease_of(&r))
+    );
+    assert_eq!(
+        next(&mut events).await,
+        (
+            "released".into(),
+            rev(&x),
+            json!({"key": "k", "revision": rev(&x), "holder": "h"})
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_an_expired_event_naming_the_last_holder() {
+    let (_server, _gateway, _client, http) = setup().await;
+    let mut events = open(&http, "/v1/events", None).await;
+    let a = acquire(&http, "k", 1000).await;
+    assert_eq!(next(&mut events).await.0, "acquired");
+    let (name, id, data) = next(&mut events).await;
+    assert_eq!(name, "expired");
+    assert!(id > rev(&a));
+    assert_eq!(data, json!({"key": "k", "revision": id, "holder": "h"}));
+}
+
+#[tokio::test]
+async fn a_released_key_never_shows_as_expired() {
+    let (_server, _gateway, client, http) = setup().await;
+    let mut events = open(&http, "/v1/events", None).await;
+    let a = acquire(&http, "k", 1000).await;
+    release(&http, &a).await;
+    assert_eq!(next(&mut events).await.0, "acquired");
+    assert_eq!(next(&mut events).await.0, "released");
+    // Once the server has removed the tombstone (its TTL is the lease's),
+    // a marker would have been written; the next event must be our own.
+    eventually(
+        "the tombstone to expire",
+        Duration::from_secs(5),
+        || async {
+            let got = js_api(
+                &client,
+                "STREAM.MSG.GET.KV_leases",
+                json!({"last_by_subj": "$KV.leases.k"}),
+            )
+            .await;
+            (got["error"]["err_code"] == 10037).then_some(())
+        },
+    )
+    .await;
+    let sentinel = acquire(&http, "sentinel", 15000).await;
+    assert_eq!(
+        next(&mut events).await,
+        ("acquired".into(), rev(&sentinel), lease_of(&sentinel))
+    );
+}
+
+#[tokio::test]
+async fn the_key_filter_keeps_one_key() {
+    let (_server, _gateway, _client, http) = setup().await;
+    let mut events = open(&http, "/v1/events?key=b", None).await;
+    acquire(&http, "a", 15000).await;
+    let b = acquire(&http, "b", 15000).await;
+    assert_eq!(
+        next(&mut events).await,
+        ("acquired".into(), rev(&b), lease_of(&b))
+    );
+}
+
+#[tokio::test]
+async fn the_ownership_filter_drops_renewals() {
+    let (_server, _gateway, _client, http) = setup().await;
+    let mut events = open(&http, "/v1/events?ownership=true", None).await;
+    let a = acquire(&http, "k", 15000).await;
+    let r = renew(&http, &a).await;
+    let x = release(&http, &r).await;
+    assert_eq!(next(&mut events).await.1, rev(&a));
+    assert_eq!(
+        next(&mut events).await,
+        (
+            "released".into(),
+            rev(&x),
+            json!({"key": "k", "revision": rev(&x), "holder": "h"})
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_bad_filter_or_last_event_id_is_400_invalid() {
+    let (_server, _gateway, _client, http) = setup().await;
+    common::assert_error(&http.get("/v1/events?key=a.b").await, 400, "invalid");
+    common::assert_error(
+        &http.get("/v1/events?ownership=maybe").await,
+        400,
+        "invalid",
+    );
+    let req = http
+        .request(reqwest::Method::GET, "/v1/events")
+        .header("Last-Event-ID", "seven");
+    common::assert_error(&Http::send(req).await, 400, "invalid");
+}
+
+#[tokio::test]
+async fn last_event_id_resumes_with_the_current_state_then_live() {
+    let (_server, _gateway, _client, http) = setup().await;
+    let a = acquire(&http, "a", 15000).await;
+    let b = acquire(&http, "b", 15000).await;
+    let b2 = renew(&http, &b).await;
+    let c = acquire(&http, "c", 15000).await;
+    // The client saw up to `a`: it missed b (now renewed) and c.
+    let mut events = open(&http, "/v1/events", Some(rev(&a))).await;
+    assert_eq!(
+        next(&mut events).await,
+        ("renewed".into(), rev(&b2), lease_of(&b2))
+    );
+    assert_eq!(
+        next(&mut events).await,
+        ("acquired".into(), rev(&c), lease_of(&c))
+    );
+    let x = release(&http, &a).await;
+    assert_eq!(
+        next(&mut events).await,
+        (
+            "released".into(),
+            rev(&x),
+            json!({"key": "a", "revision": rev(&x), "holder": "h"})
+        )
+    );
+}
+
+#[tokio::test]
+async fn heartbeats_keep_an_idle_stream_alive() {
+    let server = NatsServer::start().await;
+    let gateway = Gateway::spawn(&server.url, &[], &[("DAGNATS_SSE_HEARTBEAT_MS", "200")]);
+    gateway.wait_serving().await;
+    let http = Http::of(&gateway).await;
+    let resp = http
+        .request(reqwest::Method::GET, "/v1/events")
+        .send()
+        .await
+        .unwrap();
+    let mut body = resp.bytes_stream();
+    let chunk = tokio::time::timeout(Duration::from_secs(5), body.next())
+        .await
+        .expect("a heartbeat within 5 s")
+        .unwrap()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&chunk), ": heartbeat\n\n");
+}
+
+#[tokio::test]
+async fn a_slow_client_is_dropped_not_buffered() {
+    let server = NatsServer::start().await;
+    let gateway = Gateway::spawn(&server.url, &[], &[("DAGNATS_SSE_BUFFER", "16")]);
+    gateway.wait_serving().await;
+    gateway
+        .log
+        .wait_for("leases bucket ready", Duration::from_secs(15))
+        .await
+        .unwrap();
+    let addr = gateway
+        .http_url()
+        .await
+        .trim_start_matches("http://")
+        .to_string();
+    // A client that reads nothing after the headers, with a tiny window.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(1024).unwrap();
+    let mut stream = socket.connect(addr.parse().unwrap()).await.unwrap();
+    stream
+        .write_all(format!("GET /v1/events HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).await.unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200");
+    // Changes of ~450 bytes each, far more than the socket buffers and the
+    // 16-change buffer hold.
+    let client = common::client(&server.url).await;
+    let holder = "h".repeat(128);
+    for batch in 0..20 {
+        let calls = (0..100).map(|i| {
+            let key = format!("{:0>128}", batch * 100 + i);
+            common::call(
+                &client,
+                "acquire",
+                json!({"key": key, "holder": holder, "ttl_ms": 60000}),
+            )
+        });
+        futures::future::join_all(calls).await;
+        if gateway.log.text().contains("too slow: dropped") {
+            break;
+        }
+    }
+    gateway
+        .log
+        .wait_for("too slow: dropped", Duration::from_secs(10))
+        .await
+        .expect("the slow client is dropped");
+}
