@@ -66,11 +66,12 @@ pub enum LeaseError {
 
 /// The body of every failed call: `{"error": "...", "kind": "..."}`. A
 /// forward failure also names the owner it last tried.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct ErrorBody {
     /// A sentence for humans.
     pub error: String,
     /// The stable, machine-readable reason.
+    #[schema(value_type = String, example = "invalid")]
     pub kind: &'static str,
     /// Forward only: the holder last tried.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -9,6 +9,9 @@ use base64::Engine;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::{PartialSchema, ToSchema};
 
 use super::error::LeaseError;
 use super::timefmt;
@@ -139,17 +142,119 @@ impl Revision {
     }
 }
 
+/// The OpenAPI schema of a key or holder id (same rule as [`check_name`]).
+fn name_schema(description: &str, min_length: usize) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some("^[A-Za-z0-9_-]*$"))
+        .min_length(Some(min_length))
+        .max_length(Some(MAX_NAME_LEN))
+        .description(Some(description))
+        .into()
+}
+
+/// The OpenAPI schema of a bounded whole number of milliseconds.
+fn millis_schema(description: &str, min: u64, max: u64, step: Option<u64>) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+        .minimum(Some(min as f64))
+        .maximum(Some(max as f64))
+        .multiple_of(step.map(|s| s as f64))
+        .description(Some(description))
+        .into()
+}
+
+impl PartialSchema for LeaseKey {
+    fn schema() -> RefOr<Schema> {
+        name_schema("A lease key: 1 to 128 bytes of [A-Za-z0-9_-].", 1)
+    }
+}
+impl ToSchema for LeaseKey {}
+
+impl PartialSchema for HolderId {
+    fn schema() -> RefOr<Schema> {
+        name_schema(
+            "A holder id, unique per process: 1 to 128 bytes of [A-Za-z0-9_-].",
+            1,
+        )
+    }
+}
+impl ToSchema for HolderId {}
+
+impl PartialSchema for KeyPrefix {
+    fn schema() -> RefOr<Schema> {
+        name_schema("A key prefix: 0 to 128 bytes of [A-Za-z0-9_-].", 0)
+    }
+}
+impl ToSchema for KeyPrefix {}
+
+impl PartialSchema for Ttl {
+    fn schema() -> RefOr<Schema> {
+        millis_schema(
+            "Lease TTL in milliseconds: whole seconds from 1000 to 600000.",
+            MIN_TTL_MS,
+            MAX_TTL_MS,
+            Some(1_000),
+        )
+    }
+}
+impl ToSchema for Ttl {}
+
+impl PartialSchema for Revision {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .minimum(Some(1f64))
+            .description(Some(
+                "The fence from your last reply (a KV revision), never 0.",
+            ))
+            .into()
+    }
+}
+impl ToSchema for Revision {}
+
+impl PartialSchema for ForwardTimeout {
+    fn schema() -> RefOr<Schema> {
+        millis_schema(
+            "How long the whole forward may take, in milliseconds (100 to 30000; default 5000).",
+            MIN_FORWARD_TIMEOUT_MS,
+            MAX_FORWARD_TIMEOUT_MS,
+            None,
+        )
+    }
+}
+impl ToSchema for ForwardTimeout {}
+
+impl PartialSchema for Payload {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .content_encoding("base64")
+            .description(Some("Bytes, base64-encoded (standard alphabet, padded)."))
+            .into()
+    }
+}
+impl ToSchema for Payload {}
+
 /// `api.leases.acquire`: take the key if nobody holds it.
-#[derive(Debug, Clone, Deserialize)]
+///
+/// Over HTTP the key is the path's and the body holds the other fields.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct AcquireRequest {
+    #[schema(ignore)]
     pub key: LeaseKey,
     pub holder: HolderId,
     pub ttl_ms: Ttl,
 }
 
 /// `api.leases.renew`: extend the lease to `ttl_ms` from now.
-#[derive(Debug, Clone, Deserialize)]
+///
+/// Over HTTP the key is the path's and the body holds the other fields.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct RenewRequest {
+    #[schema(ignore)]
     pub key: LeaseKey,
     pub holder: HolderId,
     pub revision: Revision,
@@ -157,8 +262,11 @@ pub struct RenewRequest {
 }
 
 /// `api.leases.release`: free the key under the fence check.
-#[derive(Debug, Clone, Deserialize)]
+///
+/// Over HTTP the key is the path's and the body holds the other fields.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct ReleaseRequest {
+    #[schema(ignore)]
     pub key: LeaseKey,
     pub holder: HolderId,
     pub revision: Revision,
@@ -228,12 +336,16 @@ impl<'de> Deserialize<'de> for Payload {
 }
 
 /// `api.leases.forward`: deliver `payload` to whoever holds `key`.
-#[derive(Debug, Clone, Deserialize)]
+///
+/// Over HTTP the key is the path's and the body holds the other fields.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
 pub struct ForwardRequest {
+    #[schema(ignore)]
     pub key: LeaseKey,
     pub payload: Payload,
     /// Bounds the whole call; absent or null means 5000.
     #[serde(default, deserialize_with = "null_as_default")]
+    #[schema(required = false)]
     pub timeout_ms: ForwardTimeout,
 }
 
@@ -322,20 +434,21 @@ impl KeyPrefix {
 }
 
 /// List the held leases, optionally only keys starting with `prefix`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListRequest {
     #[serde(default, deserialize_with = "null_as_default")]
     pub prefix: KeyPrefix,
 }
 
 /// Reply to list: every held lease, ordered by key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct LeaseList {
     pub leases: Vec<Lease>,
 }
 
 /// A held lease, as acquire, renew and owner report it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Lease {
     /// Always true: this key has a holder.
     pub held: bool,
@@ -345,16 +458,18 @@ pub struct Lease {
     pub revision: u64,
     /// Start of the tenure; renew keeps it.
     #[serde(with = "timefmt")]
+    #[schema(value_type = String, format = DateTime)]
     pub acquired_at: OffsetDateTime,
     /// Advisory: the server's TTL is what frees the key, never earlier than this.
     #[serde(with = "timefmt")]
+    #[schema(value_type = String, format = DateTime)]
     pub expires_at: OffsetDateTime,
     pub ttl_ms: u64,
 }
 
 /// Reply to acquire and renew. `granted: false` is a normal answer that
 /// names the current holder, not an error.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Grant {
     pub granted: bool,
     #[serde(flatten)]
@@ -362,7 +477,7 @@ pub struct Grant {
 }
 
 /// Reply to owner: the lease, or `{"held": false, "key": K}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(untagged)]
 pub enum Owner {
     Held(Lease),
@@ -370,7 +485,7 @@ pub enum Owner {
 }
 
 /// A key nobody holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct FreeKey {
     /// Always false.
     pub held: bool,
@@ -378,7 +493,7 @@ pub struct FreeKey {
 }
 
 /// Reply to release; `revision` is the fence of the release write.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Released {
     /// Always true.
     pub released: bool,
@@ -391,7 +506,7 @@ pub struct Released {
 
 /// Data of a `released` or `expired` change event: the key, the revision
 /// of the write that freed it, and its last holder when known.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct LeaseEnded {
     pub key: String,
     pub revision: u64,
@@ -400,7 +515,7 @@ pub struct LeaseEnded {
 }
 
 /// Reply to forward: the owner's reply body, and who answered it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Forwarded {
     pub key: String,
     pub holder: String,

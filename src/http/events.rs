@@ -18,8 +18,8 @@ use serde::Deserialize;
 use super::error::ApiError;
 use super::extract::QueryOf;
 use super::{AppState, auth};
-use crate::core::LeaseError;
 use crate::core::model::{KeyPrefix, LeaseKey};
+use crate::core::{ErrorBody, LeaseError};
 use crate::events::{Change, Filter, feed};
 use crate::metrics::SseClient;
 
@@ -30,14 +30,33 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::reads))
 }
 
+/// The filters of an event stream.
 #[derive(Deserialize)]
-struct EventsQuery {
-    key: Option<LeaseKey>,
+pub struct EventsQuery {
+    pub key: Option<LeaseKey>,
     #[serde(default)]
-    ownership: bool,
+    pub ownership: bool,
 }
 
-async fn events(
+/// Server-Sent Events of every lease change: events `acquired`, `renewed`,
+/// `released`, `expired`; `id` is the revision; data is the lease (or, for
+/// `released` and `expired`, the key, revision and last holder when known).
+#[utoipa::path(get, path = "/v1/events", tag = "events",
+    params(
+        ("key" = Option<LeaseKey>, Query, description = "Only this key"),
+        ("ownership" = Option<bool>, Query, description = "Drop `renewed` events"),
+        ("Last-Event-ID" = Option<u64>, Header, description = "Resume: first the current state of every held key with a higher revision"),
+    ),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The event stream (heartbeat comments when idle)", content_type = "text/event-stream", body = String),
+        (status = 400, description = "`invalid`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    ))]
+pub async fn events(
     State(s): State<AppState>,
     QueryOf(query): QueryOf<EventsQuery>,
     headers: HeaderMap,

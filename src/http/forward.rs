@@ -16,7 +16,8 @@ use serde_json::Value;
 use super::error::ApiError;
 use super::extract::{Body, KeyPath, QueryOf, is_json};
 use super::{AppState, auth};
-use crate::core::model::{ForwardRequest, Payload, decode_keyed, from_fields};
+use crate::core::ErrorBody;
+use crate::core::model::{ForwardRequest, Forwarded, LeaseKey, Payload, decode_keyed, from_fields};
 
 /// The forward route, behind the write token.
 pub fn router(state: &AppState) -> Router<AppState> {
@@ -27,11 +28,43 @@ pub fn router(state: &AppState) -> Router<AppState> {
 
 /// Raw mode's query: `timeout_ms`, as in the JSON body.
 #[derive(Deserialize)]
-struct RawQuery {
-    timeout_ms: Option<Value>,
+pub struct RawQuery {
+    pub timeout_ms: Option<Value>,
 }
 
-async fn forward(
+/// Forward: deliver a request to whoever holds the key. JSON in, JSON out
+/// (payload in base64); or raw: any other content type is forwarded as
+/// bytes and the owner's bytes come back.
+#[utoipa::path(post, path = "/v1/leases/{key}/forward", tag = "forward",
+    params(
+        ("key" = LeaseKey, Path, description = "The lease key"),
+        ("timeout_ms" = Option<u64>, Query, description = "Raw mode: bounds the whole call (100 to 30000; default 5000)"),
+    ),
+    request_body(content(
+        (ForwardRequest = "application/json"),
+        (Vec<u8> = "application/octet-stream"),
+    )),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The owner's reply", content(
+            (Forwarded = "application/json"),
+            (Vec<u8> = "application/octet-stream"),
+        ), headers(
+            ("Dagnats-Lease-Holder" = String, description = "Raw mode: the holder that answered"),
+            ("Dagnats-Lease-Fence" = u64, description = "Raw mode: its fence"),
+        )),
+        (status = 400, description = "`invalid`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`not_held`", body = ErrorBody),
+        (status = 409, description = "`owner_rejected`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large` or `body_too_large`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 502, description = "`owner_unavailable` or `reply_too_large`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+        (status = 504, description = "`owner_timeout`", body = ErrorBody),
+    ))]
+pub async fn forward(
     State(s): State<AppState>,
     KeyPath(key): KeyPath,
     QueryOf(query): QueryOf<RawQuery>,

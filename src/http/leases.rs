@@ -9,9 +9,10 @@ use serde_json::Value;
 use super::error::ApiError;
 use super::extract::{KeyPath, LeaseJson, QueryOf};
 use super::{AppState, auth};
+use crate::core::ErrorBody;
 use crate::core::model::{
-    AcquireRequest, Grant, LeaseList, ListRequest, Owner, ReleaseRequest, Released, RenewRequest,
-    from_fields,
+    AcquireRequest, Grant, LeaseKey, LeaseList, ListRequest, Owner, ReleaseRequest, Released,
+    RenewRequest, from_fields,
 };
 
 type Reply<T> = Result<Json<T>, ApiError>;
@@ -30,29 +31,106 @@ pub fn router(state: &AppState) -> Router<AppState> {
     writes.merge(reads)
 }
 
-async fn acquire(
+/// Acquire: grant the key if nobody holds it (`granted: false` names the
+/// holder); the holder asking again gets its lease back unchanged.
+#[utoipa::path(post, path = "/v1/leases/{key}/acquire", tag = "leases",
+    params(("key" = LeaseKey, Path, description = "The lease key")),
+    request_body(content = AcquireRequest, content_type = "application/json"),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The lease, granted or naming the current holder", body = Grant),
+        (status = 400, description = "`invalid`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 413, description = "`body_too_large`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    ))]
+pub async fn acquire(
     State(s): State<AppState>,
     LeaseJson(req): LeaseJson<AcquireRequest>,
 ) -> Reply<Grant> {
     Ok(Json(s.core.acquire(req).await?))
 }
 
-async fn renew(State(s): State<AppState>, LeaseJson(req): LeaseJson<RenewRequest>) -> Reply<Grant> {
+/// Renew: extend the lease to `ttl_ms` from now, if you hold it at
+/// `revision`; the reply carries the new fence.
+#[utoipa::path(post, path = "/v1/leases/{key}/renew", tag = "leases",
+    params(("key" = LeaseKey, Path, description = "The lease key")),
+    request_body(content = RenewRequest, content_type = "application/json"),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The renewed lease", body = Grant),
+        (status = 400, description = "`invalid`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 409, description = "`lost`: stop acting as owner", body = ErrorBody),
+        (status = 413, description = "`body_too_large`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    ))]
+pub async fn renew(
+    State(s): State<AppState>,
+    LeaseJson(req): LeaseJson<RenewRequest>,
+) -> Reply<Grant> {
     Ok(Json(s.core.renew(req).await?))
 }
 
-async fn release(
+/// Release: free the key under the same fence check as renew.
+#[utoipa::path(post, path = "/v1/leases/{key}/release", tag = "leases",
+    params(("key" = LeaseKey, Path, description = "The lease key")),
+    request_body(content = ReleaseRequest, content_type = "application/json"),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Released; `revision` is the release write's fence", body = Released),
+        (status = 400, description = "`invalid`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 409, description = "`lost`", body = ErrorBody),
+        (status = 413, description = "`body_too_large`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    ))]
+pub async fn release(
     State(s): State<AppState>,
     LeaseJson(req): LeaseJson<ReleaseRequest>,
 ) -> Reply<Released> {
     Ok(Json(s.core.release(req).await?))
 }
 
-async fn owner(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Owner> {
+/// Owner: who holds the key, read through the stream leader.
+#[utoipa::path(get, path = "/v1/leases/{key}", tag = "leases",
+    params(("key" = LeaseKey, Path, description = "The lease key")),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The lease, or `{\"held\": false, \"key\"}`", body = Owner),
+        (status = 400, description = "`invalid`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    ))]
+pub async fn owner(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Owner> {
     let req = from_fields([("key", Value::from(key))])?;
     Ok(Json(s.core.owner(req).await?))
 }
 
-async fn list(State(s): State<AppState>, QueryOf(req): QueryOf<ListRequest>) -> Reply<LeaseList> {
+/// List: every held lease, ordered by key, each read through the stream
+/// leader.
+#[utoipa::path(get, path = "/v1/leases", tag = "leases",
+    params(ListRequest),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Every held lease", body = LeaseList),
+        (status = 400, description = "`invalid`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    ))]
+pub async fn list(
+    State(s): State<AppState>,
+    QueryOf(req): QueryOf<ListRequest>,
+) -> Reply<LeaseList> {
     Ok(Json(s.core.list(req).await?))
 }

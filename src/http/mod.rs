@@ -5,9 +5,11 @@
 //!
 //! One module per resource, each exporting a router: [`leases`] (acquire,
 //! renew, release, owner, list), [`forward`], [`events`] (SSE), [`ops`]
-//! (health, readiness, metrics). [`auth`] and [`extract`] are shared.
+//! (health, readiness, metrics), [`docs`] (OpenAPI and the reference page).
+//! [`auth`] and [`extract`] are shared.
 
 pub mod auth;
+pub mod docs;
 pub mod error;
 pub mod events;
 pub mod extract;
@@ -77,6 +79,7 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
         .merge(forward::router(&state))
         .merge(events::router(&state))
         .merge(ops::router())
+        .merge(docs::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(measure))

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::ApiError;
-use crate::core::LeaseError;
+use crate::core::{ErrorBody, LeaseError};
 use crate::metrics;
 
 /// `/healthz`, `/readyz` and `/metrics`.
@@ -21,14 +21,21 @@ pub fn router() -> Router<AppState> {
         .route("/metrics", get(render_metrics))
 }
 
-/// The process is up and serving HTTP.
-async fn healthz() -> Json<Value> {
+/// Liveness: the process is up and serving HTTP.
+#[utoipa::path(get, path = "/healthz", tag = "ops",
+    responses((status = 200, description = "`{\"status\": \"ok\"}`", body = Object)))]
+pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// NATS is connected and the bucket can serve; else 503 naming why
-/// (`unavailable`, or `unsupported` on a server older than 2.11).
-async fn readyz(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+/// Readiness: NATS is connected and the bucket can serve; else 503 naming
+/// why (`unavailable`, or `unsupported` on a server older than 2.11).
+#[utoipa::path(get, path = "/readyz", tag = "ops",
+    responses(
+        (status = 200, description = "`{\"status\": \"ready\"}`", body = Object),
+        (status = 503, description = "`unavailable` or `unsupported`", body = ErrorBody),
+    ))]
+pub async fn readyz(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
     if s.client.connection_state() != async_nats::connection::State::Connected {
         return Err(LeaseError::Unavailable("not connected to NATS".into()).into());
     }
@@ -40,7 +47,11 @@ async fn readyz(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
     Ok(Json(json!({"status": "ready"})))
 }
 
-async fn render_metrics(State(s): State<AppState>) -> impl IntoResponse {
+/// Prometheus metrics: requests by front, op and kind, latency histograms,
+/// forward attempts, event-stream clients, NATS connection state.
+#[utoipa::path(get, path = "/metrics", tag = "ops",
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String)))]
+pub async fn render_metrics(State(s): State<AppState>) -> impl IntoResponse {
     metrics::nats_connected(
         s.client.connection_state() == async_nats::connection::State::Connected,
     );
