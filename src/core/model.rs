@@ -232,6 +232,9 @@ impl PartialSchema for Payload {
         ObjectBuilder::new()
             .schema_type(Type::String)
             .content_encoding("base64")
+            .pattern(Some(
+                "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
+            ))
             .description(Some("Bytes, base64-encoded (standard alphabet, padded)."))
             .into()
     }
@@ -484,8 +487,10 @@ pub enum Owner {
     Free(FreeKey),
 }
 
-/// A key nobody holds.
+/// A key nobody holds. No other field ever: that is what tells it from a
+/// lease in the OpenAPI document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct FreeKey {
     /// Always false.
     pub held: bool,

@@ -35,7 +35,12 @@ use super::{AppState, events, forward, leases, ops};
         ops::readyz,
         ops::render_metrics,
     ),
-    components(schemas(crate::core::model::LeaseEnded)),
+    components(schemas(
+        crate::core::model::LeaseEnded,
+        crate::core::model::LeaseKey,
+        crate::core::model::KeyPrefix,
+        crate::core::model::ForwardTimeout,
+    )),
     modifiers(&BearerAuth),
     tags(
         (name = "leases", description = "Acquire, renew, release, owner and list"),

@@ -43,9 +43,9 @@ pub struct EventsQuery {
 /// `released` and `expired`, the key, revision and last holder when known).
 #[utoipa::path(get, path = "/v1/events", tag = "events",
     params(
-        ("key" = Option<LeaseKey>, Query, description = "Only this key"),
-        ("ownership" = Option<bool>, Query, description = "Drop `renewed` events"),
-        ("Last-Event-ID" = Option<u64>, Header, description = "Resume: first the current state of every held key with a higher revision"),
+        ("key" = Option<LeaseKey>, Query, nullable = false, description = "Only this key"),
+        ("ownership" = Option<bool>, Query, nullable = false, description = "Drop `renewed` events"),
+        ("Last-Event-ID" = Option<u64>, Header, nullable = false, description = "Resume: first the current state of every held key with a higher revision"),
     ),
     security((), ("bearer" = [])),
     responses(
@@ -99,9 +99,13 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, LeaseError> {
     value
         .to_str()
         .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .and_then(|v| u64::try_from(v).ok())
         .map(Some)
         .ok_or_else(|| {
-            LeaseError::Invalid("Last-Event-ID must be a revision (an unsigned integer)".into())
+            LeaseError::Invalid(format!(
+                "Last-Event-ID must be a revision, from 0 to {}",
+                i64::MAX
+            ))
         })
 }

@@ -17,7 +17,9 @@ use super::error::ApiError;
 use super::extract::{Body, KeyPath, QueryOf, is_json};
 use super::{AppState, auth};
 use crate::core::ErrorBody;
-use crate::core::model::{ForwardRequest, Forwarded, LeaseKey, Payload, decode_keyed, from_fields};
+use crate::core::model::{
+    ForwardRequest, ForwardTimeout, Forwarded, LeaseKey, Payload, decode_keyed, from_fields,
+};
 
 /// The forward route, behind the write token.
 pub fn router(state: &AppState) -> Router<AppState> {
@@ -38,7 +40,7 @@ pub struct RawQuery {
 #[utoipa::path(post, path = "/v1/leases/{key}/forward", tag = "forward",
     params(
         ("key" = LeaseKey, Path, description = "The lease key"),
-        ("timeout_ms" = Option<u64>, Query, description = "Raw mode: bounds the whole call (100 to 30000; default 5000)"),
+        ("timeout_ms" = Option<ForwardTimeout>, Query, nullable = false, description = "Raw mode: bounds the whole call (100 to 30000; default 5000)"),
     ),
     request_body(content(
         (ForwardRequest = "application/json"),
