@@ -1,5 +1,5 @@
-//! Every setting of `dagnats-leases serve`: a flag, an environment variable
-//! and a default each. Invalid settings stop the start with a clear message.
+//! Every setting of `dagnats-leases`: a flag, an environment variable and a
+//! default each. Invalid settings stop the start with a clear message.
 //!
 //! No `Debug` on purpose: the settings hold secrets and must never be logged.
 
@@ -13,9 +13,29 @@ use crate::store::BucketSettings;
 /// How long the server keeps the marker of an expired lease.
 const MARKER_TTL: Duration = Duration::from_secs(5);
 
-/// Settings of the gateway.
+/// Settings of the gateway (`dagnats-leases serve`).
 #[derive(Clone, Args)]
 pub struct Config {
+    #[command(flatten)]
+    pub nats: NatsConfig,
+
+    /// Replicas of the leases bucket (3 in a cluster). Applied when the
+    /// bucket is created; when set, an existing bucket is scaled to it.
+    #[arg(long = "replicas", env = "DAGNATS_BUCKET_REPLICAS", value_parser = clap::value_parser!(u8).range(1..=5))]
+    pub replicas: Option<u8>,
+
+    /// Log filter, e.g. `info` or `dagnats_leases=debug`.
+    #[arg(long, env = "DAGNATS_LOG", default_value = "info")]
+    pub log: String,
+
+    /// Log format.
+    #[arg(long, env = "DAGNATS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How to reach NATS: shared by the gateway and the client commands.
+#[derive(Clone, Args)]
+pub struct NatsConfig {
     /// NATS server URL, or a comma-separated list of cluster members.
     #[arg(
         long,
@@ -66,19 +86,6 @@ pub struct Config {
     /// Client private key (PEM) for mutual TLS; needs a certificate.
     #[arg(long, env = "NATS_TLS_KEY", requires = "nats_tls_cert")]
     pub nats_tls_key: Option<PathBuf>,
-
-    /// Replicas of the leases bucket (3 in a cluster). Applied when the
-    /// bucket is created; when set, an existing bucket is scaled to it.
-    #[arg(long = "replicas", env = "DAGNATS_BUCKET_REPLICAS", value_parser = clap::value_parser!(u8).range(1..=5))]
-    pub replicas: Option<u8>,
-
-    /// Log filter, e.g. `info` or `dagnats_leases=debug`.
-    #[arg(long, env = "DAGNATS_LOG", default_value = "info")]
-    pub log: String,
-
-    /// Log format.
-    #[arg(long, env = "DAGNATS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
 }
 
 /// How log lines are written to stderr.
@@ -98,13 +105,17 @@ impl Config {
             marker_ttl: MARKER_TTL,
         }
     }
+}
 
-    /// The NATS connection options these settings describe.
+impl NatsConfig {
+    /// The servers, as async-nats takes them.
+    pub fn servers(&self) -> String {
+        self.nats_url.join(",")
+    }
+
+    /// The NATS connection options (auth, TLS) these settings describe.
     pub async fn connect_options(&self) -> Result<async_nats::ConnectOptions, String> {
-        let mut options = async_nats::ConnectOptions::new()
-            .name("dagnats-leases")
-            .retry_on_initial_connect()
-            .max_reconnects(None);
+        let mut options = async_nats::ConnectOptions::new().name("dagnats-leases");
         if let Some(path) = &self.nats_creds {
             options = options
                 .credentials_file(path)

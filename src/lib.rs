@@ -13,11 +13,16 @@
 //!   reads through the stream leader, and whether it can serve right now.
 //! - [`nats`]: the NATS front, `api.leases.*` in queue group
 //!   `dagnats-leases`; it decodes, calls the core, encodes.
+//! - [`client`]: the holder side for Rust services: typed calls, a lease
+//!   keeper, an owner inbox and a fence gate. Same wire as any NATS client.
 //! - [`protocol`]: subjects, headers and names on the wire.
 //! - [`config`], [`telemetry`]: settings and logs of `dagnats-leases serve`.
+//! - [`cli`]: the ops commands (acquire, owner, watch, hold, ...).
 //!
 //! [`run`] wires them together; `main.rs` only parses the command line.
 
+pub mod cli;
+pub mod client;
 pub mod config;
 pub mod core;
 pub mod inbox;
@@ -40,6 +45,16 @@ use core::LeaseCore;
 /// hear why rather than time out.
 const STORE_TIMEOUT: Duration = Duration::from_secs(4);
 
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}
+
 /// Why the gateway stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -59,16 +74,23 @@ pub enum RunError {
 /// `unavailable` until it is back) and returns an error only for settings
 /// it cannot use or an existing bucket it must not touch.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
-    let options = config.connect_options().await.map_err(RunError::Settings)?;
-    let options = options.event_callback(|event| async move {
-        match event {
-            async_nats::Event::Connected => tracing::info!("connected to NATS"),
-            async_nats::Event::Disconnected => tracing::warn!("disconnected from NATS"),
-            other => tracing::info!(event = %other, "NATS connection event"),
-        }
-    });
+    let options = config
+        .nats
+        .connect_options()
+        .await
+        .map_err(RunError::Settings)?;
+    let options = options
+        .retry_on_initial_connect()
+        .max_reconnects(None)
+        .event_callback(|event| async move {
+            match event {
+                async_nats::Event::Connected => tracing::info!("connected to NATS"),
+                async_nats::Event::Disconnected => tracing::warn!("disconnected from NATS"),
+                other => tracing::info!(event = %other, "NATS connection event"),
+            }
+        });
     let client = options
-        .connect(config.nats_url.join(","))
+        .connect(config.nats.servers())
         .await
         .map_err(|err| RunError::Nats(err.to_string()))?;
 

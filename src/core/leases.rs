@@ -1,14 +1,12 @@
 //! [`LeaseCore`]: acquire, renew, release and owner over the bucket.
 
 use std::sync::Arc;
-use std::time::Duration;
-
 use time::OffsetDateTime;
 
 use super::error::LeaseError;
 use super::known::{Known, KnownRevisions};
 use super::model::{
-    AcquireRequest, FreeKey, Grant, HolderId, Lease, Owner, OwnerRequest, ReleaseRequest, Released,
+    AcquireRequest, FreeKey, Grant, HolderId, Owner, OwnerRequest, ReleaseRequest, Released,
     RenewRequest, Revision, Ttl,
 };
 use crate::inbox::OwnerInbox;
@@ -57,7 +55,7 @@ impl LeaseCore {
                     ..
                 }) => {
                     let granted = record.holder == req.holder.as_str();
-                    let lease = lease(key, seq, &record, Some(stored_at));
+                    let lease = record.lease(key, seq, Some(stored_at));
                     return Ok(Grant { granted, lease });
                 }
                 Some(Entry::Free { seq, .. }) => seq,
@@ -70,7 +68,7 @@ impl LeaseCore {
                 .await
             {
                 Ok(seq) => {
-                    let lease = lease(key, seq, &record, None);
+                    let lease = record.lease(key, seq, None);
                     return Ok(Grant {
                         granted: true,
                         lease,
@@ -115,7 +113,7 @@ impl LeaseCore {
                     record,
                     stored_at,
                 }) if record.prev == revision && record.holder == req.holder.as_str() => {
-                    let lease = lease(key, seq, &record, Some(stored_at));
+                    let lease = record.lease(key, seq, Some(stored_at));
                     return Ok(Grant {
                         granted: true,
                         lease,
@@ -175,7 +173,7 @@ impl LeaseCore {
                 record,
                 stored_at,
                 ..
-            }) => Owner::Held(lease(key, seq, &record, Some(stored_at))),
+            }) => Owner::Held(record.lease(key, seq, Some(stored_at))),
             Some(Entry::Free { .. }) | None => Owner::Free(FreeKey {
                 held: false,
                 key: key.to_string(),
@@ -198,7 +196,7 @@ impl LeaseCore {
             .await?;
         Ok(Grant {
             granted: true,
-            lease: lease(key, seq, &record, None),
+            lease: record.lease(key, seq, None),
         })
     }
 
@@ -319,22 +317,6 @@ fn lease_record(
         acquired_at,
         written_at,
         prev,
-    }
-}
-
-/// The lease a record describes. `expires_at` counts from the earlier of
-/// the gateway's clock at the write and the server's stamp (when known), so
-/// it is never later than the server's own expiry.
-fn lease(key: &str, seq: u64, record: &LeaseRecord, stored_at: Option<OffsetDateTime>) -> Lease {
-    let start = stored_at.map_or(record.written_at, |at| at.min(record.written_at));
-    Lease {
-        held: true,
-        key: key.to_string(),
-        holder: record.holder.clone(),
-        revision: seq,
-        acquired_at: record.acquired_at,
-        expires_at: start + Duration::from_millis(record.ttl_ms),
-        ttl_ms: record.ttl_ms,
     }
 }
 

@@ -140,7 +140,7 @@ impl Revision {
 }
 
 /// `api.leases.acquire`: take the key if nobody holds it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AcquireRequest {
     pub key: LeaseKey,
     pub holder: HolderId,
@@ -148,7 +148,7 @@ pub struct AcquireRequest {
 }
 
 /// `api.leases.renew`: extend the lease to `ttl_ms` from now.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RenewRequest {
     pub key: LeaseKey,
     pub holder: HolderId,
@@ -157,7 +157,7 @@ pub struct RenewRequest {
 }
 
 /// `api.leases.release`: free the key under the fence check.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReleaseRequest {
     pub key: LeaseKey,
     pub holder: HolderId,
@@ -228,7 +228,7 @@ impl<'de> Deserialize<'de> for Payload {
 }
 
 /// `api.leases.forward`: deliver `payload` to whoever holds `key`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ForwardRequest {
     pub key: LeaseKey,
     pub payload: Payload,
@@ -246,7 +246,7 @@ where
 }
 
 /// `api.leases.owner`: who holds the key, with no side effects.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OwnerRequest {
     pub key: LeaseKey,
 }
