@@ -262,13 +262,24 @@ async fn forward(
 }
 
 async fn watch(client: &LeaseClient, key: Option<&str>, json: bool, ownership: bool) -> Exit {
-    let mut sub = match client.nats().subscribe(ChangeEvent::subject(key)).await {
+    let subject = ChangeEvent::subject(key);
+    let subscribed = match client.nats().subscribe(subject.clone()).await {
+        Ok(sub) => client
+            .nats()
+            .flush()
+            .await
+            .map(|()| sub)
+            .map_err(|e| e.to_string()),
+        Err(err) => Err(err.to_string()),
+    };
+    let mut sub = match subscribed {
         Ok(sub) => sub,
         Err(err) => {
             eprintln!("dagnats-leases: cannot subscribe: {err}");
             return Exit::Error;
         }
     };
+    eprintln!("watching {subject}");
     let interrupted = tokio::signal::ctrl_c();
     tokio::pin!(interrupted);
     loop {
