@@ -55,6 +55,9 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// How long shutdown waits on NATS (unsubscribe, flush, drain).
+const NATS_GRACE: Duration = Duration::from_secs(5);
+
 /// Why the gateway stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -123,15 +126,22 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     };
     tracing::info!("shutting down: no new requests, finishing the ones in flight");
     stop.cancel();
-    let _ = front.await;
+    // Draining the subscriptions needs the server's answer; while NATS is
+    // unreachable there is nothing to drain, so do not wait forever.
+    if tokio::time::timeout(NATS_GRACE, front).await.is_err() {
+        tracing::warn!("NATS did not confirm the unsubscribe in time");
+    }
+    // In-flight calls end on their own timeouts (store and forward).
     tasks.close();
     tasks.wait().await;
     provisioning.abort();
-    if let Err(err) = client.flush().await {
-        tracing::warn!(%err, "could not flush the last replies");
+    let flushed = tokio::time::timeout(NATS_GRACE, client.flush()).await;
+    if !matches!(flushed, Ok(Ok(()))) {
+        tracing::warn!("could not flush the last replies");
     }
-    if let Err(err) = client.drain().await {
-        tracing::warn!(%err, "could not drain the NATS connection");
+    let drained = tokio::time::timeout(NATS_GRACE, client.drain()).await;
+    if !matches!(drained, Ok(Ok(()))) {
+        tracing::warn!("could not drain the NATS connection");
     }
     tracing::info!("stopped");
     outcome
