@@ -87,6 +87,10 @@ pub struct ReleaseRecord {
     #[serde(with = "timefmt")]
     pub released_at: OffsetDateTime,
     pub prev: u64,
+    /// An operator revoked the lease; the holder did not release it, so a
+    /// release retried by the holder is `lost`, not a repeat success.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub revoked: bool,
 }
 
 /// What the last message of a key says.
