@@ -3,9 +3,8 @@
 # reach (NATS_URL); it does not bundle one.
 FROM rust:1-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
-COPY src ./src
-RUN cargo build --release --locked --bin dagnats-leases
+COPY . .
+RUN cargo build --release --locked -p dagnats-leases --bin dagnats-leases
 
 FROM debian:bookworm-slim
 RUN apt-get update \

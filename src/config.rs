@@ -1,5 +1,5 @@
-//! Every setting of `dagnats-leases serve`: a flag, an environment variable
-//! and a default each. Invalid settings stop the start with a clear message.
+//! Every setting of `dagnats-leases`: a flag, an environment variable and a
+//! default each. Invalid settings stop the start with a clear message.
 //!
 //! No `Debug` on purpose: the settings hold secrets and must never be logged.
 
@@ -11,15 +11,66 @@ use axum::http::HeaderValue;
 use clap::{Args, ValueEnum};
 
 use crate::http::HttpSettings;
-
 use crate::store::BucketSettings;
 
 /// How long the server keeps the marker of an expired lease.
 const MARKER_TTL: Duration = Duration::from_secs(5);
 
-/// Settings of the gateway.
+/// Settings of the gateway (`dagnats-leases serve`).
 #[derive(Clone, Args)]
 pub struct Config {
+    #[command(flatten)]
+    pub nats: NatsConfig,
+
+    /// Replicas of the leases bucket (3 in a cluster). Applied when the
+    /// bucket is created; when set, an existing bucket is scaled to it.
+    #[arg(long = "replicas", env = "DAGNATS_BUCKET_REPLICAS", value_parser = clap::value_parser!(u8).range(1..=5))]
+    pub replicas: Option<u8>,
+
+    /// Address of the HTTP API (`127.0.0.1:0`: any free port, logged).
+    #[arg(long, env = "DAGNATS_HTTP_ADDR", default_value = "127.0.0.1:8080")]
+    pub http_addr: SocketAddr,
+
+    /// Bearer token that acquire, renew, release and forward over HTTP
+    /// require. Unset: no token needed.
+    #[arg(long, env = "DAGNATS_HTTP_TOKEN", hide_env_values = true)]
+    pub http_token: Option<String>,
+
+    /// Bearer token that owner, list and events over HTTP require (the
+    /// write token is accepted too). Unset: reads are open.
+    #[arg(long, env = "DAGNATS_HTTP_READ_TOKEN", hide_env_values = true)]
+    pub http_read_token: Option<String>,
+
+    /// Browser origins allowed to call the HTTP API, comma-separated. Unset:
+    /// no CORS headers at all.
+    #[arg(
+        long = "http-cors-origin",
+        env = "DAGNATS_HTTP_CORS_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub http_cors_origins: Vec<String>,
+
+    /// Milliseconds between heartbeat comments on an idle event stream.
+    #[arg(long, env = "DAGNATS_SSE_HEARTBEAT_MS", default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(100..=300_000))]
+    pub sse_heartbeat_ms: u64,
+
+    /// Changes buffered for each event-stream client; a client that falls
+    /// further behind is disconnected.
+    #[arg(long, env = "DAGNATS_SSE_BUFFER", default_value_t = 1_024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub sse_buffer: u64,
+
+    /// Log filter, e.g. `info` or `dagnats_leases=debug`.
+    #[arg(long, env = "DAGNATS_LOG", default_value = "info")]
+    pub log: String,
+
+    /// Log format.
+    #[arg(long, env = "DAGNATS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How to reach NATS: shared by the gateway and the client commands.
+#[derive(Clone, Args)]
+pub struct NatsConfig {
     /// NATS server URL, or a comma-separated list of cluster members.
     #[arg(
         long,
@@ -70,51 +121,6 @@ pub struct Config {
     /// Client private key (PEM) for mutual TLS; needs a certificate.
     #[arg(long, env = "NATS_TLS_KEY", requires = "nats_tls_cert")]
     pub nats_tls_key: Option<PathBuf>,
-
-    /// Replicas of the leases bucket (3 in a cluster). Applied when the
-    /// bucket is created; when set, an existing bucket is scaled to it.
-    #[arg(long = "replicas", env = "DAGNATS_BUCKET_REPLICAS", value_parser = clap::value_parser!(u8).range(1..=5))]
-    pub replicas: Option<u8>,
-
-    /// Address of the HTTP API (`127.0.0.1:0`: any free port, logged).
-    #[arg(long, env = "DAGNATS_HTTP_ADDR", default_value = "127.0.0.1:8080")]
-    pub http_addr: SocketAddr,
-
-    /// Bearer token that acquire, renew, release and forward over HTTP
-    /// require. Unset: no token needed.
-    #[arg(long, env = "DAGNATS_HTTP_TOKEN", hide_env_values = true)]
-    pub http_token: Option<String>,
-
-    /// Bearer token that owner, list and events over HTTP require (the
-    /// write token is accepted too). Unset: reads are open.
-    #[arg(long, env = "DAGNATS_HTTP_READ_TOKEN", hide_env_values = true)]
-    pub http_read_token: Option<String>,
-
-    /// Browser origins allowed to call the HTTP API, comma-separated. Unset:
-    /// no CORS headers at all.
-    #[arg(
-        long = "http-cors-origin",
-        env = "DAGNATS_HTTP_CORS_ORIGINS",
-        value_delimiter = ','
-    )]
-    pub http_cors_origins: Vec<String>,
-
-    /// Milliseconds between heartbeat comments on an idle event stream.
-    #[arg(long, env = "DAGNATS_SSE_HEARTBEAT_MS", default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(100..=300_000))]
-    pub sse_heartbeat_ms: u64,
-
-    /// Changes buffered for each event-stream client; a client that falls
-    /// further behind is disconnected.
-    #[arg(long, env = "DAGNATS_SSE_BUFFER", default_value_t = 1_024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub sse_buffer: u64,
-
-    /// Log filter, e.g. `info` or `dagnats_leases=debug`.
-    #[arg(long, env = "DAGNATS_LOG", default_value = "info")]
-    pub log: String,
-
-    /// Log format.
-    #[arg(long, env = "DAGNATS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
 }
 
 /// How log lines are written to stderr.
@@ -158,13 +164,17 @@ impl Config {
             sse_buffer: self.sse_buffer as usize,
         })
     }
+}
 
-    /// The NATS connection options these settings describe.
+impl NatsConfig {
+    /// The servers, as async-nats takes them.
+    pub fn servers(&self) -> String {
+        self.nats_url.join(",")
+    }
+
+    /// The NATS connection options (auth, TLS) these settings describe.
     pub async fn connect_options(&self) -> Result<async_nats::ConnectOptions, String> {
-        let mut options = async_nats::ConnectOptions::new()
-            .name("dagnats-leases")
-            .retry_on_initial_connect()
-            .max_reconnects(None);
+        let mut options = async_nats::ConnectOptions::new().name("dagnats-leases");
         if let Some(path) = &self.nats_creds {
             options = options
                 .credentials_file(path)

@@ -16,7 +16,6 @@ use time::OffsetDateTime;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::lease;
 use crate::core::model::{Lease, LeaseEnded, LeaseKey};
 use crate::core::timefmt;
 use crate::protocol::{CHANGED_PREFIX, HEADER_MARKER_REASON};
@@ -170,7 +169,7 @@ fn classify(msg: &Message, last_holders: &mut HashMap<String, String>) -> Option
                 last_holders.clear();
             }
             last_holders.insert(key.to_string(), record.holder.clone());
-            let lease = lease(key, seq, &record, Some(stored_at));
+            let lease = record.lease(key, seq, Some(stored_at));
             Some(Change::held(event, &lease))
         }
         Ok(Entry::Free { seq, released }) => {

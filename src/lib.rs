@@ -13,6 +13,8 @@
 //!   reads through the stream leader, and whether it can serve right now.
 //! - [`nats`]: the NATS front, `api.leases.*` in queue group
 //!   `dagnats-leases`; it decodes, calls the core, encodes.
+//! - [`client`]: the holder side for Rust services: typed calls, a lease
+//!   keeper, an owner inbox and a fence gate. Same wire as any NATS client.
 //! - [`http`]: the HTTP front over the same core: REST, forward, Server-Sent
 //!   Events, health, readiness and metrics.
 //! - [`events`]: the one change-event subscription per gateway, fanned out
@@ -20,9 +22,12 @@
 //! - [`metrics`]: the Prometheus recorder and the helpers both fronts use.
 //! - [`protocol`]: subjects, headers and names on the wire.
 //! - [`config`], [`telemetry`]: settings and logs of `dagnats-leases serve`.
+//! - [`cli`]: the ops commands (acquire, owner, watch, hold, ...).
 //!
 //! [`run`] wires them together; `main.rs` only parses the command line.
 
+pub mod cli;
+pub mod client;
 pub mod config;
 pub mod core;
 pub mod events;
@@ -48,6 +53,19 @@ use core::LeaseCore;
 /// hear why rather than time out.
 const STORE_TIMEOUT: Duration = Duration::from_secs(4);
 
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}
+
+/// How long shutdown waits on NATS (unsubscribe, flush, drain).
+const NATS_GRACE: Duration = Duration::from_secs(5);
+
 /// Why the gateway stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -67,7 +85,11 @@ pub enum RunError {
 /// `unavailable` until it is back) and returns an error only for settings
 /// it cannot use or an existing bucket it must not touch.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
-    let options = config.connect_options().await.map_err(RunError::Settings)?;
+    let options = config
+        .nats
+        .connect_options()
+        .await
+        .map_err(RunError::Settings)?;
     let http_settings = config.http().map_err(RunError::Settings)?;
     let listener = tokio::net::TcpListener::bind(config.http_addr)
         .await
@@ -77,21 +99,24 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let http_addr = listener
         .local_addr()
         .map_err(|err| RunError::Settings(format!("DAGNATS_HTTP_ADDR: {err}")))?;
-    let options = options.event_callback(|event| async move {
-        match event {
-            async_nats::Event::Connected => {
-                metrics::nats_connected(true);
-                tracing::info!("connected to NATS")
+    let options = options
+        .retry_on_initial_connect()
+        .max_reconnects(None)
+        .event_callback(|event| async move {
+            match event {
+                async_nats::Event::Connected => {
+                    metrics::nats_connected(true);
+                    tracing::info!("connected to NATS")
+                }
+                async_nats::Event::Disconnected => {
+                    metrics::nats_connected(false);
+                    tracing::warn!("disconnected from NATS")
+                }
+                other => tracing::info!(event = %other, "NATS connection event"),
             }
-            async_nats::Event::Disconnected => {
-                metrics::nats_connected(false);
-                tracing::warn!("disconnected from NATS")
-            }
-            other => tracing::info!(event = %other, "NATS connection event"),
-        }
-    });
+        });
     let client = options
-        .connect(config.nats_url.join(","))
+        .connect(config.nats.servers())
         .await
         .map_err(|err| RunError::Nats(err.to_string()))?;
 
@@ -105,7 +130,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let relay = tokio::spawn({
         let (client, events, stop) = (client.clone(), events.clone(), stop.clone());
         async move {
-            match events::subscribe(&client).await {
+            // Subscribing waits for NATS; stopping must not.
+            let subscribed = tokio::select! {
+                () = stop.cancelled() => return,
+                subscribed = events::subscribe(&client) => subscribed,
+            };
+            match subscribed {
                 Ok(sub) => events::relay(sub, events, stop).await,
                 Err(err) => tracing::error!(%err, "could not subscribe to the change events"),
             }
@@ -150,17 +180,26 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     };
     tracing::info!("shutting down: no new requests, finishing the ones in flight");
     stop.cancel();
-    let _ = front.await;
+    // Draining the subscriptions needs the server's answer; while NATS is
+    // unreachable there is nothing to drain, so do not wait forever.
+    if tokio::time::timeout(NATS_GRACE, front).await.is_err() {
+        tracing::warn!("NATS did not confirm the unsubscribe in time");
+    }
+    // HTTP stops taking requests and finishes the ones in flight; event
+    // streams end at `stop`.
     let _ = http_server.await;
     let _ = relay.await;
+    // In-flight calls end on their own timeouts (store and forward).
     tasks.close();
     tasks.wait().await;
     provisioning.abort();
-    if let Err(err) = client.flush().await {
-        tracing::warn!(%err, "could not flush the last replies");
+    let flushed = tokio::time::timeout(NATS_GRACE, client.flush()).await;
+    if !matches!(flushed, Ok(Ok(()))) {
+        tracing::warn!("could not flush the last replies");
     }
-    if let Err(err) = client.drain().await {
-        tracing::warn!(%err, "could not drain the NATS connection");
+    let drained = tokio::time::timeout(NATS_GRACE, client.drain()).await;
+    if !matches!(drained, Ok(Ok(()))) {
+        tracing::warn!("could not drain the NATS connection");
     }
     tracing::info!("stopped");
     outcome

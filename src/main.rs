@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use dagnats_leases::{Config, run, telemetry};
+use dagnats_leases::cli::{self, ClientCommand};
+use dagnats_leases::{Config, run, shutdown_signal, telemetry};
 
 /// Leases over NATS: leader election and shard ownership for your replicas.
 #[derive(Parser)]
@@ -17,11 +18,19 @@ struct Cli {
 enum Command {
     /// Run the gateway: the lease subjects over NATS and the HTTP API.
     Serve(Config),
+    #[command(flatten)]
+    Client(ClientCommand),
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let Command::Serve(config) = Cli::parse().command;
+    match Cli::parse().command {
+        Command::Serve(config) => serve(config).await,
+        Command::Client(command) => cli::run(command).await.into(),
+    }
+}
+
+async fn serve(config: Config) -> ExitCode {
     if let Err(err) = telemetry::init(&config.log, config.log_format) {
         eprintln!("dagnats-leases: invalid settings: {err}");
         return ExitCode::FAILURE;
@@ -33,16 +42,5 @@ async fn main() -> ExitCode {
             eprintln!("dagnats-leases: {err}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("installing a SIGTERM handler");
-    tokio::select! {
-        _ = interrupt => {}
-        _ = terminate.recv() => {}
     }
 }

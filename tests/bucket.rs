@@ -210,3 +210,50 @@ async fn every_stored_lease_record_carries_a_whole_second_ttl() {
     }
     assert_eq!(checked, 3, "a, b's tombstone and c are stored");
 }
+
+#[tokio::test]
+async fn a_corrupt_record_answers_internal_never_a_guess() {
+    let s = Setup::start().await;
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Dagnats-Lease-Event", "acquired");
+    headers.insert("Nats-TTL", "60s");
+    let ack = s
+        .client
+        .request_with_headers("$KV.leases.k", headers, "not a record".into())
+        .await
+        .unwrap();
+    let seq = serde_json::from_slice::<Value>(&ack.payload).unwrap()["seq"].clone();
+    let before = common::stream_state(&s.client).await;
+    for (op, body) in [
+        ("owner", json!({"key": "k"})),
+        (
+            "acquire",
+            json!({"key": "k", "holder": "h", "ttl_ms": 1000}),
+        ),
+        (
+            "renew",
+            json!({"key": "k", "holder": "h", "revision": seq, "ttl_ms": 1000}),
+        ),
+        (
+            "release",
+            json!({"key": "k", "holder": "h", "revision": seq}),
+        ),
+        ("forward", json!({"key": "k", "payload": ""})),
+    ] {
+        let reply = s.call(op, body).await;
+        assert_eq!(reply["kind"], "internal", "{op}: {reply}");
+        assert!(
+            !reply["error"].as_str().unwrap().contains("not a record"),
+            "causes stay in the log"
+        );
+    }
+    assert_eq!(
+        common::stream_state(&s.client).await,
+        before,
+        "nothing was overwritten"
+    );
+    assert!(
+        s.gateway.log.text().contains("corrupt record"),
+        "the cause is logged"
+    );
+}

@@ -243,3 +243,17 @@ async fn json_log_format_writes_one_object_per_line() {
         assert!(parsed["level"].is_string(), "{line}");
     }
 }
+
+#[tokio::test]
+async fn sigterm_while_nats_is_down_still_exits_0() {
+    let mut server = NatsServer::start().await;
+    let gateway = Gateway::start(&server.url).await;
+    server.stop();
+    gateway
+        .log
+        .wait_for("disconnected from NATS", Duration::from_secs(10))
+        .await
+        .expect("the gateway notices");
+    let status = gateway.terminate().await;
+    assert!(status.success(), "exit status {status}");
+}

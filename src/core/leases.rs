@@ -1,14 +1,12 @@
 //! [`LeaseCore`]: acquire, renew, release and owner over the bucket.
 
 use std::sync::Arc;
-use std::time::Duration;
-
 use time::OffsetDateTime;
 
 use super::error::LeaseError;
 use super::known::{Known, KnownRevisions};
 use super::model::{
-    AcquireRequest, FreeKey, Grant, HolderId, Lease, Owner, OwnerRequest, ReleaseRequest, Released,
+    AcquireRequest, FreeKey, Grant, HolderId, Owner, OwnerRequest, ReleaseRequest, Released,
     RenewRequest, Revision, Ttl,
 };
 use crate::inbox::OwnerInbox;
@@ -63,7 +61,7 @@ impl LeaseCore {
                     ..
                 }) => {
                     let granted = record.holder == req.holder.as_str();
-                    let lease = lease(key, seq, &record, Some(stored_at));
+                    let lease = record.lease(key, seq, Some(stored_at));
                     return Ok(Grant { granted, lease });
                 }
                 Some(Entry::Free { seq, .. }) => seq,
@@ -76,7 +74,7 @@ impl LeaseCore {
                 .await
             {
                 Ok(seq) => {
-                    let lease = lease(key, seq, &record, None);
+                    let lease = record.lease(key, seq, None);
                     return Ok(Grant {
                         granted: true,
                         lease,
@@ -121,7 +119,7 @@ impl LeaseCore {
                     record,
                     stored_at,
                 }) if record.prev == revision && record.holder == req.holder.as_str() => {
-                    let lease = lease(key, seq, &record, Some(stored_at));
+                    let lease = record.lease(key, seq, Some(stored_at));
                     return Ok(Grant {
                         granted: true,
                         lease,
@@ -143,7 +141,17 @@ impl LeaseCore {
             if known.holder != req.holder.as_str() {
                 return Err(lost(key, &req.holder, req.revision));
             }
-            match self.release_at(&bucket, &req, known.ttl_ms).await {
+            match self
+                .release_at(
+                    &bucket,
+                    key,
+                    req.holder.as_str(),
+                    revision,
+                    known.ttl_ms,
+                    false,
+                )
+                .await
+            {
                 Err(StoreError::Conflict) => {}
                 done => return done.map_err(|err| self.store_error(err)),
             }
@@ -153,7 +161,17 @@ impl LeaseCore {
                 Some(Entry::Held { seq, record, .. })
                     if seq == revision && record.holder == req.holder.as_str() =>
                 {
-                    match self.release_at(&bucket, &req, record.ttl_ms).await {
+                    match self
+                        .release_at(
+                            &bucket,
+                            key,
+                            req.holder.as_str(),
+                            revision,
+                            record.ttl_ms,
+                            false,
+                        )
+                        .await
+                    {
                         Err(StoreError::Conflict) => continue,
                         done => return done.map_err(|err| self.store_error(err)),
                     }
@@ -162,10 +180,42 @@ impl LeaseCore {
                 Some(Entry::Free {
                     seq,
                     released: Some(tombstone),
-                }) if tombstone.prev == revision && tombstone.holder == req.holder.as_str() => {
-                    return Ok(released(key, &req.holder, seq));
+                }) if tombstone.prev == revision
+                    && tombstone.holder == req.holder.as_str()
+                    && !tombstone.revoked =>
+                {
+                    return Ok(Released {
+                        released: true,
+                        held: false,
+                        key: key.to_string(),
+                        holder: tombstone.holder,
+                        revision: seq,
+                    });
                 }
                 _ => return Err(lost(key, &req.holder, req.revision)),
+            }
+        }
+        Err(contention(key))
+    }
+
+    /// Frees the key whoever holds it, with a new, higher fence: the
+    /// operator's way out of a stuck lease. The holder's fence is stale
+    /// everywhere afterwards, and a `released` event names it.
+    pub async fn revoke(&self, req: OwnerRequest) -> Result<Released, LeaseError> {
+        let bucket = self.bucket()?;
+        let key = req.key.as_str();
+        for _ in 0..MAX_ROUNDS {
+            let Some(Entry::Held { seq, record, .. }) = self.read(&bucket, key).await? else {
+                return Err(LeaseError::NotHeld(key.to_string()));
+            };
+            let revoked = self.release_at(&bucket, key, &record.holder, seq, record.ttl_ms, true);
+            match revoked.await {
+                Err(StoreError::Conflict) => continue,
+                Err(err) => return Err(self.store_error(err)),
+                Ok(released) => {
+                    tracing::info!(key, holder = record.holder, revision = seq, "lease revoked");
+                    return Ok(released);
+                }
             }
         }
         Err(contention(key))
@@ -181,7 +231,7 @@ impl LeaseCore {
                 record,
                 stored_at,
                 ..
-            }) => Owner::Held(lease(key, seq, &record, Some(stored_at))),
+            }) => Owner::Held(record.lease(key, seq, Some(stored_at))),
             Some(Entry::Free { .. }) | None => Owner::Free(FreeKey {
                 held: false,
                 key: key.to_string(),
@@ -204,36 +254,45 @@ impl LeaseCore {
             .await?;
         Ok(Grant {
             granted: true,
-            lease: lease(key, seq, &record, None),
+            lease: record.lease(key, seq, None),
         })
     }
 
-    /// Writes the release tombstone. It lives as long as the lease it ends
-    /// (`ttl_ms`): the window in which a release retried after a lost reply
-    /// still gets `released` rather than `lost`. It is a purge, which
-    /// expires without the server's expiry marker, so a released key never
-    /// later looks expired.
+    /// Writes the release tombstone for `holder`'s lease at `revision`. It
+    /// lives as long as the lease it ends (`ttl_ms`): the window in which a
+    /// release retried after a lost reply still gets `released` rather than
+    /// `lost`. It is a purge, which expires without the server's expiry
+    /// marker, so a released key never later looks expired.
     async fn release_at(
         &self,
         bucket: &Bucket,
-        req: &ReleaseRequest,
+        key: &str,
+        holder: &str,
+        revision: u64,
         ttl_ms: u64,
+        revoked: bool,
     ) -> Result<Released, StoreError> {
-        let key = req.key.as_str();
         let tombstone = ReleaseRecord {
             v: RECORD_VERSION,
-            holder: req.holder.as_str().to_string(),
+            holder: holder.to_string(),
             released_at: OffsetDateTime::now_utc(),
-            prev: req.revision.get(),
+            prev: revision,
+            revoked,
         };
         let write = Write {
             event: LeaseEvent::Released,
             ttl_secs: ttl_ms / 1_000,
             body: serde_json::to_vec(&tombstone).expect("a record serializes"),
         };
-        let seq = bucket.write(key, req.revision.get(), write).await?;
+        let seq = bucket.write(key, revision, write).await?;
         self.known.forget(key);
-        Ok(released(key, &req.holder, seq))
+        Ok(Released {
+            released: true,
+            held: false,
+            key: key.to_string(),
+            holder: holder.to_string(),
+            revision: seq,
+        })
     }
 
     async fn write_lease(
@@ -325,38 +384,6 @@ fn lease_record(
         acquired_at,
         written_at,
         prev,
-    }
-}
-
-/// The lease a record describes (also what a change event reports).
-/// `expires_at` counts from the earlier of
-/// the gateway's clock at the write and the server's stamp (when known), so
-/// it is never later than the server's own expiry.
-pub fn lease(
-    key: &str,
-    seq: u64,
-    record: &LeaseRecord,
-    stored_at: Option<OffsetDateTime>,
-) -> Lease {
-    let start = stored_at.map_or(record.written_at, |at| at.min(record.written_at));
-    Lease {
-        held: true,
-        key: key.to_string(),
-        holder: record.holder.clone(),
-        revision: seq,
-        acquired_at: record.acquired_at,
-        expires_at: start + Duration::from_millis(record.ttl_ms),
-        ttl_ms: record.ttl_ms,
-    }
-}
-
-fn released(key: &str, holder: &HolderId, seq: u64) -> Released {
-    Released {
-        released: true,
-        held: false,
-        key: key.to_string(),
-        holder: holder.as_str().to_string(),
-        revision: seq,
     }
 }
 

@@ -3,7 +3,7 @@
 use futures::{StreamExt, TryStreamExt};
 
 use super::error::LeaseError;
-use super::leases::{LeaseCore, lease};
+use super::leases::LeaseCore;
 use super::model::{KeyPrefix, Lease, LeaseList, ListRequest};
 use crate::store::record::{Entry, LeaseEvent};
 
@@ -39,7 +39,7 @@ impl LeaseCore {
                             event,
                             record,
                             stored_at,
-                        }) => Some((event, lease(&key, seq, &record, Some(stored_at)))),
+                        }) => Some((event, record.lease(&key, seq, Some(stored_at)))),
                         _ => None,
                     })
                 }

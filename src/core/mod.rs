@@ -13,4 +13,4 @@ pub mod timefmt;
 
 pub use error::{ErrorBody, ForwardError, LeaseError, Tried};
 pub use forward::MAX_ATTEMPTS;
-pub use leases::{LeaseCore, lease};
+pub use leases::LeaseCore;

@@ -244,7 +244,7 @@ impl ToSchema for Payload {}
 /// `api.leases.acquire`: take the key if nobody holds it.
 ///
 /// Over HTTP the key is the path's and the body holds the other fields.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AcquireRequest {
     #[schema(ignore)]
     pub key: LeaseKey,
@@ -255,7 +255,7 @@ pub struct AcquireRequest {
 /// `api.leases.renew`: extend the lease to `ttl_ms` from now.
 ///
 /// Over HTTP the key is the path's and the body holds the other fields.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct RenewRequest {
     #[schema(ignore)]
     pub key: LeaseKey,
@@ -267,7 +267,7 @@ pub struct RenewRequest {
 /// `api.leases.release`: free the key under the fence check.
 ///
 /// Over HTTP the key is the path's and the body holds the other fields.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ReleaseRequest {
     #[schema(ignore)]
     pub key: LeaseKey,
@@ -341,7 +341,7 @@ impl<'de> Deserialize<'de> for Payload {
 /// `api.leases.forward`: deliver `payload` to whoever holds `key`.
 ///
 /// Over HTTP the key is the path's and the body holds the other fields.
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ForwardRequest {
     #[schema(ignore)]
     pub key: LeaseKey,
@@ -361,7 +361,7 @@ where
 }
 
 /// `api.leases.owner`: who holds the key, with no side effects.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OwnerRequest {
     pub key: LeaseKey,
 }

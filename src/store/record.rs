@@ -7,6 +7,9 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use std::time::Duration;
+
+use crate::core::model::Lease;
 use crate::core::timefmt;
 use crate::protocol::{HEADER_EVENT, HEADER_KV_OPERATION, HEADER_MARKER_REASON};
 
@@ -57,6 +60,25 @@ pub struct LeaseRecord {
     pub prev: u64,
 }
 
+impl LeaseRecord {
+    /// The lease this record describes, at revision `seq`. `expires_at`
+    /// counts from the earlier of the gateway's clock at the write and the
+    /// server's stamp (when known), so it is never later than the server's
+    /// own expiry.
+    pub fn lease(&self, key: &str, seq: u64, stored_at: Option<OffsetDateTime>) -> Lease {
+        let start = stored_at.map_or(self.written_at, |at| at.min(self.written_at));
+        Lease {
+            held: true,
+            key: key.to_string(),
+            holder: self.holder.clone(),
+            revision: seq,
+            acquired_at: self.acquired_at,
+            expires_at: start + Duration::from_millis(self.ttl_ms),
+            ttl_ms: self.ttl_ms,
+        }
+    }
+}
+
 /// The tombstone a release leaves: who released which revision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReleaseRecord {
@@ -65,6 +87,10 @@ pub struct ReleaseRecord {
     #[serde(with = "timefmt")]
     pub released_at: OffsetDateTime,
     pub prev: u64,
+    /// An operator revoked the lease; the holder did not release it, so a
+    /// release retried by the holder is `lost`, not a repeat success.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub revoked: bool,
 }
 
 /// What the last message of a key says.

@@ -17,7 +17,7 @@ use tempfile::TempDir;
 pub struct Log(Arc<Mutex<Vec<String>>>);
 
 impl Log {
-    fn follow(&self, stream: impl std::io::Read + Send + 'static) {
+    pub fn follow(&self, stream: impl std::io::Read + Send + 'static) {
         let lines = self.0.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stream).lines().map_while(Result::ok) {
@@ -298,6 +298,17 @@ impl Drop for Gateway {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The `dagnats-leases` binary with `args`, pointed at `url`, with no
+/// inherited gateway settings.
+pub fn command(url: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_dagnats-leases"));
+    for name in GATEWAY_ENV.iter().chain(["DAGNATS_HOLDER"].iter()) {
+        cmd.env_remove(name);
+    }
+    cmd.args(args).env("NATS_URL", url);
+    cmd
 }
 
 /// A server and one gateway on it, ready to serve.

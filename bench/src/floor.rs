@@ -1,0 +1,75 @@
+//! The floor NATS itself sets, measured with the same client library: one
+//! core request/reply hop, one JetStream compare-and-set publish with a TTL
+//! to the bucket, and one read of a key through the stream leader.
+
+use async_nats::{Client, HeaderMap};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use crate::measure::{Latency, sequential};
+
+/// Starts an echo responder and returns its subject.
+pub async fn echo_responder(nats: &Client) -> String {
+    let subject = "bench.echo".to_string();
+    let mut sub = nats.subscribe(subject.clone()).await.expect("subscribe");
+    let nats2 = nats.clone();
+    tokio::spawn(async move {
+        while let Some(msg) = sub.next().await {
+            if let Some(reply) = msg.reply {
+                let _ = nats2.publish(reply, msg.payload).await;
+            }
+        }
+    });
+    nats.flush().await.expect("flush");
+    subject
+}
+
+/// A core NATS request/reply to an echo responder.
+pub async fn hop(nats: &Client, echo: &str, n: u64) -> Latency {
+    sequential(n, |_| async {
+        nats.request(echo.to_string(), "ping".into())
+            .await
+            .expect("echo");
+    })
+    .await
+}
+
+async fn cas(nats: &Client, subject: &str, expected: u64) -> u64 {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        "Nats-Expected-Last-Subject-Sequence",
+        expected.to_string().as_str(),
+    );
+    headers.insert("Nats-TTL", "60s");
+    let reply = nats
+        .request_with_headers(subject.to_string(), headers, r#"{"v":1}"#.into())
+        .await
+        .expect("publish");
+    let ack: Value = serde_json::from_slice(&reply.payload).expect("ack");
+    ack["seq"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("CAS failed: {ack}"))
+}
+
+/// A JetStream compare-and-set publish with a TTL to the bucket.
+pub async fn compare_and_set(nats: &Client, n: u64) -> Latency {
+    let subject = "$KV.leases.bench-floor-cas";
+    let last = std::cell::Cell::new(cas(nats, subject, 0).await);
+    sequential(n, |_| async {
+        last.set(cas(nats, subject, last.get()).await);
+    })
+    .await
+}
+
+/// A read of one key's last message through the stream leader.
+pub async fn leader_read(nats: &Client, n: u64) -> Latency {
+    let body = serde_json::to_vec(&json!({"last_by_subj": "$KV.leases.bench-floor-cas"})).unwrap();
+    sequential(n, |_| async {
+        let reply = nats
+            .request("$JS.API.STREAM.MSG.GET.KV_leases", body.clone().into())
+            .await
+            .expect("read");
+        assert!(!reply.payload.is_empty());
+    })
+    .await
+}

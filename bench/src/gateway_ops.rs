@@ -1,0 +1,154 @@
+//! The gateway's operations over NATS, with the typed client.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::Client;
+use bytes::Bytes;
+use dagnats_leases::client::LeaseClient;
+use futures::StreamExt;
+
+use crate::measure::{Latency, sequential, throughput};
+
+const TTL: Duration = Duration::from_secs(60);
+
+/// Latency of each operation, measured one call after another.
+pub struct Sequential {
+    pub acquire: Latency,
+    pub renew: Latency,
+    pub owner: Latency,
+    pub release: Latency,
+    pub forward: Latency,
+}
+
+/// Starts an owner for `holder` that answers every forwarded request.
+async fn echo_owner(nats: &Client, holder: &str) {
+    let mut sub = nats
+        .subscribe(format!("dagnats.lease.inbox.{holder}.>"))
+        .await
+        .expect("subscribe");
+    let nats2 = nats.clone();
+    tokio::spawn(async move {
+        while let Some(msg) = sub.next().await {
+            if let Some(reply) = msg.reply {
+                let _ = nats2.publish(reply, msg.payload).await;
+            }
+        }
+    });
+    nats.flush().await.expect("flush");
+}
+
+pub async fn sequential_ops(leases: &LeaseClient, n: u64) -> Sequential {
+    let acquire = sequential(n, |i| async move {
+        let grant = leases
+            .acquire(&format!("acq-{i}"), "bench", TTL)
+            .await
+            .expect("acquire");
+        assert!(grant.granted);
+    })
+    .await;
+
+    let held = leases
+        .acquire("renew-me", "bench", TTL)
+        .await
+        .expect("acquire");
+    let fence = std::cell::Cell::new(held.lease.revision);
+    let renew = sequential(n, |_| async {
+        let grant = leases
+            .renew("renew-me", "bench", fence.get(), TTL)
+            .await
+            .expect("renew");
+        fence.set(grant.lease.revision);
+    })
+    .await;
+
+    let owner = sequential(n, |_| async {
+        leases.owner("renew-me").await.expect("owner");
+    })
+    .await;
+
+    // Each release needs a lease of its own, acquired untimed.
+    let total = n + n / 10;
+    let mut fences = Vec::with_capacity(total as usize);
+    for i in 0..total {
+        let grant = leases
+            .acquire(&format!("rel-{i}"), "bench", TTL)
+            .await
+            .expect("acquire");
+        fences.push(grant.lease.revision);
+    }
+    let fences = Arc::new(fences);
+    let next = std::cell::Cell::new(0usize);
+    let release = sequential(n, |_| {
+        let i = next.get();
+        next.set(i + 1);
+        let fences = fences.clone();
+        async move {
+            leases
+                .release(&format!("rel-{i}"), "bench", fences[i])
+                .await
+                .expect("release");
+        }
+    })
+    .await;
+
+    echo_owner(leases.nats(), "bench-owner").await;
+    leases
+        .acquire("fwd", "bench-owner", TTL)
+        .await
+        .expect("acquire");
+    let forward = sequential(n, |_| async {
+        leases
+            .forward("fwd", Bytes::from_static(b"ping"), Duration::from_secs(5))
+            .await
+            .expect("forward");
+    })
+    .await;
+
+    Sequential {
+        acquire,
+        renew,
+        owner,
+        release,
+        forward,
+    }
+}
+
+/// Renews per second with `clients` concurrent holders, one key each.
+pub async fn renew_throughput(leases: &LeaseClient, clients: u64, duration: Duration) -> f64 {
+    let mut fences = Vec::new();
+    for c in 0..clients {
+        let grant = leases
+            .acquire(&format!("tp-{c}"), "bench", TTL)
+            .await
+            .expect("acquire");
+        fences.push(std::sync::atomic::AtomicU64::new(grant.lease.revision));
+    }
+    let fences = Arc::new(fences);
+    let leases = leases.clone();
+    throughput(clients, duration, move |c, _| {
+        let (leases, fences) = (leases.clone(), fences.clone());
+        async move {
+            let slot = &fences[c as usize];
+            let fence = slot.load(std::sync::atomic::Ordering::Relaxed);
+            let grant = leases
+                .renew(&format!("tp-{c}"), "bench", fence, TTL)
+                .await
+                .expect("renew");
+            slot.store(grant.lease.revision, std::sync::atomic::Ordering::Relaxed);
+        }
+    })
+    .await
+}
+
+/// Owner reads per second with `clients` concurrent readers.
+pub async fn owner_throughput(leases: &LeaseClient, clients: u64, duration: Duration) -> f64 {
+    let leases = leases.clone();
+    throughput(clients, duration, move |c, _| {
+        let leases = leases.clone();
+        async move {
+            leases.owner(&format!("tp-{c}")).await.expect("owner");
+        }
+    })
+    .await
+}

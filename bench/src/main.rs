@@ -1,0 +1,161 @@
+//! `dagnats-leases-bench`: latency, throughput and scale of the lease
+//! gateway beside the floor NATS sets and beside etcd, in one run, against
+//! servers it starts itself on loopback.
+//!
+//! ```sh
+//! cargo run --release -p dagnats-leases-bench            # the full run (a few minutes)
+//! cargo run -p dagnats-leases-bench -- --smoke           # seconds; what CI runs
+//! ```
+//!
+//! It prints a markdown table and writes the figures as JSON (`--out`).
+
+mod etcd_ops;
+mod floor;
+mod gateway_ops;
+mod measure;
+mod procs;
+mod report;
+mod scale;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use dagnats_leases::client::LeaseClient;
+
+/// Benchmark of dagnats-leases.
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    mode: Option<Mode>,
+    /// A run of seconds with tiny counts, to prove the benchmark still works.
+    #[arg(long)]
+    smoke: bool,
+    /// Where to write the figures as JSON.
+    #[arg(long, default_value = "target/bench/leases.json")]
+    out: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Mode {
+    /// (internal) Run the gateway in this process, so its CPU and memory
+    /// can be measured apart from the load generator.
+    #[command(hide = true)]
+    Gateway(dagnats_leases::Config),
+}
+
+/// The fixed parameters of a run, printed with the results.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Params {
+    pub sequential_ops: u64,
+    pub concurrent_clients: u64,
+    pub throughput_seconds: u64,
+    pub scale_holders: Vec<u64>,
+    pub scale_ttl_ms: u64,
+    pub scale_seconds: u64,
+}
+
+impl Params {
+    fn new(smoke: bool) -> Params {
+        if smoke {
+            Params {
+                sequential_ops: 50,
+                concurrent_clients: 4,
+                throughput_seconds: 1,
+                scale_holders: vec![50],
+                scale_ttl_ms: 3_000,
+                scale_seconds: 3,
+            }
+        } else {
+            Params {
+                sequential_ops: 2_000,
+                concurrent_clients: 64,
+                throughput_seconds: 5,
+                scale_holders: vec![1_000, 10_000],
+                scale_ttl_ms: 3_000,
+                scale_seconds: 15,
+            }
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let cli = Cli::parse();
+    if let Some(Mode::Gateway(config)) = cli.mode {
+        dagnats_leases::telemetry::init(&config.log, config.log_format).expect("log settings");
+        dagnats_leases::run(config, dagnats_leases::shutdown_signal())
+            .await
+            .expect("gateway");
+        return;
+    }
+    let params = Params::new(cli.smoke);
+    eprintln!("parameters: {params:?}");
+    let (_nats_proc, nats_url) = procs::nats_server();
+    let gateway = procs::gateway(&nats_url);
+    let gateway_pid = gateway.child.id();
+    let nats = async_nats::connect(&nats_url).await.expect("connect");
+    let leases = LeaseClient::new(nats.clone()).with_timeout(Duration::from_secs(10));
+    let n = params.sequential_ops;
+
+    eprintln!("floor ...");
+    let echo = floor::echo_responder(&nats).await;
+    let floor = report::Floor {
+        hop: floor::hop(&nats, &echo, n).await,
+        compare_and_set: floor::compare_and_set(&nats, n).await,
+        leader_read: floor::leader_read(&nats, n).await,
+    };
+    eprintln!("gateway, sequential ...");
+    let nats_ops = gateway_ops::sequential_ops(&leases, n).await;
+    eprintln!("gateway, concurrent ...");
+    let (clients, secs) = (
+        params.concurrent_clients,
+        Duration::from_secs(params.throughput_seconds),
+    );
+    let renew_tp = gateway_ops::renew_throughput(&leases, clients, secs).await;
+    let owner_tp = gateway_ops::owner_throughput(&leases, clients, secs).await;
+
+    let etcd = match procs::etcd() {
+        Some((proc_, url)) => {
+            eprintln!("etcd ...");
+            let client = etcd_ops::connect(&url).await;
+            let figures = report::Etcd {
+                acquire: etcd_ops::acquire_latency(&client, n).await,
+                renew: etcd_ops::renew_latency(&client, n).await,
+                renew_per_second: etcd_ops::renew_throughput(&client, clients, secs).await,
+            };
+            drop(proc_);
+            Some(figures)
+        }
+        None => {
+            eprintln!("etcd not installed (apt-get install etcd-server): skipping the comparison");
+            None
+        }
+    };
+
+    let mut scales = Vec::new();
+    for holders in &params.scale_holders {
+        eprintln!("scale, {holders} holders ...");
+        let ttl = Duration::from_millis(params.scale_ttl_ms);
+        let run_for = Duration::from_secs(params.scale_seconds);
+        scales.push(scale::run(&leases, gateway_pid, *holders, ttl, run_for).await);
+    }
+
+    let results = report::Results {
+        machine: report::machine(),
+        params,
+        floor,
+        nats: report::NatsOps::from(nats_ops),
+        renew_per_second: renew_tp,
+        owner_per_second: owner_tp,
+        etcd,
+        scale: scales,
+    };
+    println!("{}", results.markdown());
+    if let Some(dir) = cli.out.parent() {
+        std::fs::create_dir_all(dir).expect("output dir");
+    }
+    std::fs::write(&cli.out, serde_json::to_vec_pretty(&results).expect("JSON"))
+        .expect("write results");
+    eprintln!("figures written to {}", cli.out.display());
+}

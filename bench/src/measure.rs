@@ -1,0 +1,98 @@
+//! Latency percentiles and throughput.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// Percentiles of one operation, in microseconds.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Latency {
+    pub samples: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+}
+
+/// Recorded durations.
+pub struct Recorder(Histogram<u64>);
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder(Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid bounds"))
+    }
+}
+
+impl Recorder {
+    pub fn record(&mut self, d: Duration) {
+        let us = u64::try_from(d.as_micros())
+            .unwrap_or(u64::MAX)
+            .clamp(1, 60_000_000);
+        self.0.record(us).expect("in bounds");
+    }
+
+    pub fn merge(&mut self, other: &Recorder) {
+        self.0.add(&other.0).expect("same bounds");
+    }
+
+    pub fn latency(&self) -> Latency {
+        Latency {
+            samples: self.0.len(),
+            p50_us: self.0.value_at_quantile(0.5),
+            p99_us: self.0.value_at_quantile(0.99),
+            p999_us: self.0.value_at_quantile(0.999),
+        }
+    }
+}
+
+/// Runs `op(i)` `n` times one after another and records each duration,
+/// after `n / 10` untimed warm-up calls.
+pub async fn sequential<F, Fut>(n: u64, mut op: F) -> Latency
+where
+    F: FnMut(u64) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    for i in 0..n / 10 {
+        op(u64::MAX - i).await;
+    }
+    let mut rec = Recorder::default();
+    for i in 0..n {
+        let start = Instant::now();
+        op(i).await;
+        rec.record(start.elapsed());
+    }
+    rec.latency()
+}
+
+/// Operations per second with `clients` tasks calling `op(client, i)` in a
+/// loop for `duration`.
+pub async fn throughput<F, Fut>(clients: u64, duration: Duration, op: F) -> f64
+where
+    F: Fn(u64, u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let op = Arc::new(op);
+    let done = Arc::new(AtomicU64::new(0));
+    let deadline = Instant::now() + duration;
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let (op, done) = (op.clone(), done.clone());
+            tokio::spawn(async move {
+                let mut i = 0;
+                while Instant::now() < deadline {
+                    op(c, i).await;
+                    i += 1;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("throughput task");
+    }
+    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}

@@ -1,0 +1,137 @@
+//! Many holders at once: each keeps one lease with a short TTL and renews at
+//! ttl/3, as the seed's holder rules say. A renewal "misses its deadline"
+//! when its reply arrives after the previous grant's request start + TTL (the
+//! holder would have had to stop acting as owner); a lease "wrongly lost" is
+//! a renew answered `lost` although the holder renewed on schedule.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use dagnats_leases::client::LeaseClient;
+use serde::Serialize;
+use tokio::sync::Mutex;
+use tokio::time::{Instant, sleep_until};
+
+use crate::measure::{Latency, Recorder};
+use crate::procs::{Usage, cpu_percent, usage};
+
+/// What a scale run saw.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scale {
+    pub holders: u64,
+    pub ttl_ms: u64,
+    pub seconds: u64,
+    pub renewals: u64,
+    pub renew: Latency,
+    pub missed_deadlines: u64,
+    pub wrongly_lost: u64,
+    pub errors: u64,
+    pub gateway_cpu_percent: f64,
+    pub gateway_rss_mb: f64,
+}
+
+pub async fn run(
+    leases: &LeaseClient,
+    gateway_pid: u32,
+    holders: u64,
+    ttl: Duration,
+    run_for: Duration,
+) -> Scale {
+    let ttl_ms = ttl.as_millis() as u64;
+    let recorder = Arc::new(Mutex::new(Recorder::default()));
+    let (missed, lost, errors, renewals) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let before: Usage = usage(gateway_pid);
+    let begin = Instant::now();
+    let end = begin + run_for;
+    let tasks: Vec<_> = (0..holders)
+        .map(|h| {
+            let leases = leases.clone();
+            let (recorder, missed, lost, errors, renewals) = (
+                recorder.clone(),
+                missed.clone(),
+                lost.clone(),
+                errors.clone(),
+                renewals.clone(),
+            );
+            // Starts spread over one renew interval, as real replicas are.
+            let offset = (ttl / 3).mul_f64(h as f64 / holders as f64);
+            tokio::spawn(async move {
+                let (key, holder) = (format!("scale-{h}"), format!("holder-{h}"));
+                sleep_until(begin + offset).await;
+                let mut granted_at = Instant::now();
+                let mut fence = match leases.acquire(&key, &holder, ttl).await {
+                    Ok(grant) if grant.granted => grant.lease.revision,
+                    _ => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                        return;
+                    }
+                };
+                let mut local = Recorder::default();
+                loop {
+                    let next = granted_at + ttl / 3;
+                    if next >= end {
+                        break;
+                    }
+                    sleep_until(next).await;
+                    let started = Instant::now();
+                    let result = leases.renew(&key, &holder, fence, ttl).await;
+                    let done = Instant::now();
+                    local.record(done - started);
+                    renewals.fetch_add(1, Ordering::Relaxed);
+                    if done > granted_at + ttl {
+                        missed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    match result {
+                        Ok(grant) => {
+                            fence = grant.lease.revision;
+                            granted_at = started;
+                        }
+                        Err(err) if err.is_lost() => {
+                            lost.fetch_add(1, Ordering::Relaxed);
+                            break;
+                        }
+                        Err(_) => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                recorder.lock().await.merge(&local);
+            })
+        })
+        .collect();
+    let sampler = {
+        let pid = gateway_pid;
+        tokio::spawn(async move {
+            let mut peak = 0;
+            while Instant::now() < end {
+                peak = peak.max(usage(pid).rss_bytes);
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            peak
+        })
+    };
+    for t in tasks {
+        t.await.expect("holder task");
+    }
+    let after = usage(gateway_pid);
+    let peak_rss = sampler.await.unwrap_or(0).max(after.rss_bytes);
+    let renew = recorder.lock().await.latency();
+    Scale {
+        holders,
+        ttl_ms,
+        seconds: run_for.as_secs(),
+        renewals: renewals.load(Ordering::Relaxed),
+        renew,
+        missed_deadlines: missed.load(Ordering::Relaxed),
+        wrongly_lost: lost.load(Ordering::Relaxed),
+        errors: errors.load(Ordering::Relaxed),
+        gateway_cpu_percent: cpu_percent(before, after),
+        gateway_rss_mb: peak_rss as f64 / 1_048_576.0,
+    }
+}

@@ -1,0 +1,223 @@
+//! The ops commands of the binary: output and exit codes a script relies on.
+
+mod common;
+
+use std::io::Write;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use common::{Setup, command};
+use serde_json::{Value, json};
+
+async fn run(url: &str, args: &[&str]) -> Output {
+    let mut cmd = command(url, args);
+    tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap()
+}
+
+fn stdout_json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[tokio::test]
+async fn exit_codes_tell_granted_not_granted_lost_and_errors_apart() {
+    let s = Setup::start().await;
+    let url = s.server.url.clone();
+    let acquired = run(
+        &url,
+        &["acquire", "k", "--holder", "a", "--ttl-ms", "15000"],
+    )
+    .await;
+    assert_eq!(acquired.status.code(), Some(0));
+    let lease = stdout_json(&acquired);
+    assert_eq!(
+        (lease["granted"].clone(), lease["holder"].clone()),
+        (json!(true), json!("a"))
+    );
+    let revision = lease["revision"].to_string();
+
+    let taken = run(&url, &["acquire", "k", "--holder", "b"]).await;
+    assert_eq!(taken.status.code(), Some(3), "not granted");
+    assert_eq!(stdout_json(&taken)["holder"], "a");
+
+    let lost = run(
+        &url,
+        &["renew", "k", "--holder", "b", "--revision", &revision],
+    )
+    .await;
+    assert_eq!(lost.status.code(), Some(4), "lost");
+    assert!(String::from_utf8_lossy(&lost.stderr).contains("lost:"));
+
+    let renewed = run(
+        &url,
+        &["renew", "k", "--holder", "a", "--revision", &revision],
+    )
+    .await;
+    assert_eq!(renewed.status.code(), Some(0));
+    let revision = stdout_json(&renewed)["revision"].to_string();
+
+    let owner = run(&url, &["owner", "k"]).await;
+    assert_eq!(owner.status.code(), Some(0));
+    assert_eq!(stdout_json(&owner)["revision"].to_string(), revision);
+
+    let released = run(
+        &url,
+        &["release", "k", "--holder", "a", "--revision", &revision],
+    )
+    .await;
+    assert_eq!(released.status.code(), Some(0));
+    assert_eq!(stdout_json(&released)["released"], true);
+
+    let invalid = run(&url, &["acquire", "k", "--holder", "a", "--ttl-ms", "1500"]).await;
+    assert_eq!(invalid.status.code(), Some(1), "error");
+    let unreachable = run("nats://127.0.0.1:1", &["owner", "k"]).await;
+    assert_eq!(unreachable.status.code(), Some(1), "error");
+}
+
+#[tokio::test]
+async fn forward_reads_the_payload_from_stdin_and_prints_the_owners_bytes() {
+    let s = Setup::start().await;
+    s.call(
+        "acquire",
+        json!({"key": "k", "holder": "w", "ttl_ms": 15000}),
+    )
+    .await;
+    let mut inbox = s.client.subscribe("dagnats.lease.inbox.w.>").await.unwrap();
+    s.client.flush().await.unwrap();
+    let client = s.client.clone();
+    tokio::spawn(async move {
+        use futures::StreamExt;
+        while let Some(msg) = inbox.next().await {
+            let mut body = b"got:".to_vec();
+            body.extend_from_slice(&msg.payload);
+            client
+                .publish(msg.reply.unwrap(), body.into())
+                .await
+                .unwrap();
+        }
+    });
+    let mut cmd = command(&s.server.url, &["forward", "k"]);
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"\x00bytes\xff")
+            .unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, b"got:\x00bytes\xff");
+    let free = run(&s.server.url, &["forward", "nobody", "x"]).await;
+    assert_eq!(free.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&free.stderr).contains("not_held:"));
+}
+
+#[tokio::test]
+async fn watch_json_prints_one_event_per_line_and_ownership_skips_renewals() {
+    let s = Setup::start().await;
+    let spawn_watch = |args: &[&str]| {
+        let mut cmd = command(&s.server.url, args);
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut all = spawn_watch(&["watch", "k", "--json"]);
+    let mut owners = spawn_watch(&["watch", "--json", "--ownership"]);
+    tokio::time::sleep(Duration::from_millis(500)).await; // both subscribed
+    let a = s
+        .call(
+            "acquire",
+            json!({"key": "k", "holder": "h", "ttl_ms": 15000}),
+        )
+        .await;
+    let r = s
+        .call(
+            "renew",
+            json!({"key": "k", "holder": "h", "revision": a["revision"], "ttl_ms": 15000}),
+        )
+        .await;
+    s.call(
+        "release",
+        json!({"key": "k", "holder": "h", "revision": r["revision"]}),
+    )
+    .await;
+    let read_lines = |child: &mut std::process::Child, n: usize| {
+        use std::io::BufRead;
+        let stdout = child.stdout.take().unwrap();
+        let lines: Vec<Value> = std::io::BufReader::new(stdout)
+            .lines()
+            .take(n)
+            .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+            .collect();
+        lines
+    };
+    let events = read_lines(&mut all, 3);
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["acquired", "renewed", "released"]);
+    assert_eq!(events[0]["revision"], a["revision"]);
+    assert_eq!(events[0]["holder"], "h");
+    assert_eq!(events[1]["lease"]["revision"], r["revision"]);
+    let events = read_lines(&mut owners, 2);
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["acquired", "released"]);
+    let _ = all.kill();
+    let _ = owners.kill();
+}
+
+#[tokio::test]
+async fn hold_keeps_the_lease_until_interrupted_then_releases_it() {
+    let s = Setup::start().await;
+    let mut cmd = command(
+        &s.server.url,
+        &["hold", "leader", "--holder", "me", "--ttl-ms", "1000"],
+    );
+    let mut child = cmd.stderr(Stdio::piped()).spawn().unwrap();
+    let log = common::Log::default();
+    log.follow(child.stderr.take().unwrap());
+    log.wait_for("holding leader as me", Duration::from_secs(10))
+        .await
+        .expect("hold reports the lease");
+    // Kept past several TTLs.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        s.call("owner", json!({"key": "leader"})).await["holder"],
+        "me"
+    );
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let owner = s.call("owner", json!({"key": "leader"})).await;
+    assert_eq!(
+        owner,
+        json!({"held": false, "key": "leader"}),
+        "released, not left to expire"
+    );
+}

@@ -1,0 +1,430 @@
+// The owner dashboard: who holds what, live. It reads only the public HTTP
+// API (the same one curl uses), keeps one streamed connection to
+// /v1/events, and touches only the rows that changed, so thousands of
+// leases stay cheap. No framework, nothing loaded from elsewhere.
+'use strict';
+
+const TOKEN_KEY = 'dagnats-leases-token';
+const WINDOW_MS = 5 * 60 * 1000;
+const HISTORY_MAX = 5000;
+const LOG_MAX = 300;
+
+const $ = (id) => document.getElementById(id);
+const state = {
+  rows: new Map(), // key -> {lease, tr, cells, anim}
+  visible: new Set(), // rows on screen, the only ones the clock updates
+  history: [], // {event, key, revision, holder, at}
+  lastId: null,
+  sortDirty: false,
+  detailKey: null,
+};
+
+// ---- auth: the read/write token lives in sessionStorage, never in a URL
+
+function authHeaders() {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  return token ? { Authorization: 'Bearer ' + token } : {};
+}
+
+let tokenPrompt = null;
+function askToken(why) {
+  if (!tokenPrompt) {
+    tokenPrompt = new Promise((resolve) => {
+      $('token-why').textContent = why;
+      $('token-dialog').showModal();
+      $('token-form').onsubmit = (e) => {
+        e.preventDefault();
+        sessionStorage.setItem(TOKEN_KEY, $('token').value);
+        $('token').value = '';
+        $('token-dialog').close();
+        tokenPrompt = null;
+        resolve();
+      };
+    });
+  }
+  return tokenPrompt;
+}
+
+async function api(method, path, body) {
+  for (;;) {
+    const headers = authHeaders();
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    const res = await fetch(path, {
+      method, headers, body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    if (res.status === 401) {
+      await askToken(method === 'GET' ? 'This gateway needs a read token.' : 'This action needs the write token.');
+      continue;
+    }
+    const data = await res.json().catch(() => ({}));
+    return { status: res.status, data };
+  }
+}
+
+// ---- formatting
+
+function ago(ms) {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 60) return s + 's';
+  if (s < 3600) return Math.floor(s / 60) + 'm ' + (s % 60) + 's';
+  return Math.floor(s / 3600) + 'h ' + Math.floor((s % 3600) / 60) + 'm';
+}
+function left(ms) { return ms <= 0 ? 'expiring' : (ms / 1000).toFixed(1) + 's'; }
+function clock(at) { return new Date(at).toISOString().slice(11, 23); }
+function colour(holder) {
+  let h = 0;
+  for (const c of holder || '') h = (h * 31 + c.charCodeAt(0)) >>> 0;
+  return `hsl(${h % 360} 60% 50%)`;
+}
+
+// ---- the table
+
+const observer = new IntersectionObserver((entries) => {
+  for (const e of entries) {
+    const key = e.target.dataset.key;
+    if (e.isIntersecting) state.visible.add(key); else state.visible.delete(key);
+  }
+}, { root: document.querySelector('.table-wrap') });
+
+function matches(lease) {
+  const f = $('filter').value.trim();
+  return !f || lease.key.startsWith(f) || lease.holder.includes(f);
+}
+
+function makeRow(key) {
+  const tr = document.createElement('tr');
+  tr.tabIndex = 0;
+  tr.dataset.key = key;
+  const cells = {};
+  for (const name of ['key', 'holder', 'fence', 'held', 'left']) {
+    const td = document.createElement('td');
+    td.className = name;
+    tr.appendChild(td);
+    cells[name] = td;
+  }
+  cells.key.textContent = key;
+  cells.left.innerHTML = '<div class="ttl"><div class="bar"><span></span></div><span class="secs"></span></div>';
+  cells.bar = cells.left.querySelector('.bar > span');
+  cells.secs = cells.left.querySelector('.secs');
+  tr.addEventListener('click', () => openDetail(key));
+  tr.addEventListener('keydown', (e) => { if (e.key === 'Enter') openDetail(key); });
+  observer.observe(tr);
+  return { tr, cells, anim: null, lease: null };
+}
+
+function tick(row, now) {
+  const { lease, cells } = row;
+  const remaining = Date.parse(lease.expires_at) - now;
+  cells.held.textContent = ago(now - Date.parse(lease.acquired_at));
+  cells.secs.textContent = left(remaining);
+  row.tr.classList.toggle('expiring', remaining < lease.ttl_ms / 3);
+}
+
+function upsert(lease, renewed) {
+  let row = state.rows.get(lease.key);
+  const isNew = !row;
+  if (isNew) {
+    row = makeRow(lease.key);
+    state.rows.set(lease.key, row);
+    $('leases').tBodies[0].appendChild(row.tr);
+    state.sortDirty = true;
+  }
+  if (row.lease && row.lease.revision > lease.revision) return; // stale
+  row.lease = lease;
+  row.cells.holder.textContent = lease.holder;
+  row.cells.fence.textContent = lease.revision;
+  row.tr.hidden = !matches(lease);
+  // The bar counts down on the compositor: no script runs per frame.
+  const now = Date.now();
+  const remaining = Math.max(0, Date.parse(lease.expires_at) - now);
+  const fraction = Math.min(1, remaining / lease.ttl_ms);
+  if (row.anim) row.anim.cancel();
+  row.anim = row.cells.bar.animate(
+    [{ transform: `scaleX(${fraction})` }, { transform: 'scaleX(0)' }],
+    { duration: remaining || 1, fill: 'forwards' });
+  tick(row, now);
+  if (renewed) {
+    row.tr.classList.remove('flash');
+    void row.tr.offsetWidth; // restart the flash
+    row.tr.classList.add('flash');
+  }
+  if ($('sort').value !== 'key') state.sortDirty = true;
+  counts();
+}
+
+function remove(key) {
+  const row = state.rows.get(key);
+  if (!row) return;
+  if (row.anim) row.anim.cancel();
+  observer.unobserve(row.tr);
+  row.tr.remove();
+  state.rows.delete(key);
+  state.visible.delete(key);
+  counts();
+}
+
+function counts() {
+  $('count').textContent = state.rows.size + ' held';
+  $('empty').hidden = state.rows.size > 0;
+}
+
+function resort() {
+  if (!state.sortDirty) return;
+  state.sortDirty = false;
+  const by = $('sort').value;
+  const now = Date.now();
+  const key = {
+    key: (r) => r.lease.key,
+    holder: (r) => r.lease.holder + '\u0000' + r.lease.key,
+    left: (r) => Date.parse(r.lease.expires_at) - now,
+  }[by];
+  const rows = [...state.rows.values()].sort((a, b) => {
+    const x = key(a), y = key(b);
+    return x < y ? -1 : x > y ? 1 : 0;
+  });
+  const body = $('leases').tBodies[0];
+  const fragment = document.createDocumentFragment();
+  for (const r of rows) fragment.appendChild(r.tr);
+  body.appendChild(fragment);
+}
+
+function applyFilter() {
+  for (const row of state.rows.values()) row.tr.hidden = !matches(row.lease);
+}
+
+// ---- events
+
+function record(event, data) {
+  const entry = {
+    event, key: data.key, revision: data.revision,
+    holder: data.holder || (state.rows.get(data.key)?.lease.holder) || null,
+    at: data.at ? Date.parse(data.at) : Date.now(),
+  };
+  state.history.push(entry);
+  if (state.history.length > HISTORY_MAX) state.history.splice(0, state.history.length - HISTORY_MAX);
+  return entry;
+}
+
+function logLine(entry) {
+  if (entry.event === 'renewed' && $('hide-renewed').checked) return;
+  const li = document.createElement('li');
+  li.className = 'ev-' + entry.event;
+  li.dataset.event = entry.event;
+  li.textContent = `${clock(entry.at)} ${entry.event.padEnd(8)} ${entry.key} ` +
+    (entry.holder ? `holder=${entry.holder} ` : '') + `fence=${entry.revision}`;
+  const log = $('log');
+  log.prepend(li);
+  while (log.childElementCount > LOG_MAX) log.lastElementChild.remove();
+}
+
+function apply(event, data) {
+  const entry = record(event, data);
+  if (event === 'acquired' || event === 'renewed') upsert(data, event === 'renewed');
+  else if (event === 'released' || event === 'expired') remove(data.key);
+  logLine(entry);
+  if (state.detailKey === data.key) renderDetail();
+}
+
+function parseSse(chunk) {
+  let event = 'message', data = '', id = null;
+  for (const line of chunk.split('\n')) {
+    if (!line || line.startsWith(':')) continue;
+    const at = line.indexOf(':');
+    const field = at < 0 ? line : line.slice(0, at);
+    const value = at < 0 ? '' : line.slice(at + 1).replace(/^ /, '');
+    if (field === 'event') event = value;
+    else if (field === 'data') data += (data ? '\n' : '') + value;
+    else if (field === 'id') id = value;
+  }
+  if (id) state.lastId = id;
+  if (data) apply(event, JSON.parse(data));
+}
+
+function setStatus(up) {
+  $('status').className = 'status ' + (up ? 'up' : 'down');
+  $('status').textContent = up ? 'live' : 'reconnecting…';
+}
+
+async function loadLeases() {
+  const { status, data } = await api('GET', '/v1/leases');
+  if (status !== 200) return false;
+  const seen = new Set();
+  for (const lease of data.leases) { upsert(lease, false); seen.add(lease.key); }
+  for (const key of [...state.rows.keys()]) if (!seen.has(key)) remove(key);
+  state.sortDirty = true;
+  return true;
+}
+
+async function loadHistory() {
+  const { status, data } = await api('GET', '/v1/events/recent');
+  if (status !== 200) return;
+  for (const e of data.events) {
+    const entry = record(e.event, e);
+    logLine(entry);
+  }
+}
+
+// One streamed request (fetch, so the token goes in a header, never the
+// URL); on any drop, reconnect with Last-Event-ID and reload the table so
+// what changed while away is right again.
+async function stream() {
+  for (;;) {
+    try {
+      const headers = authHeaders();
+      if (state.lastId) headers['Last-Event-ID'] = state.lastId;
+      const res = await fetch('/v1/events', { headers });
+      if (res.status === 401) { await askToken('This gateway needs a read token.'); continue; }
+      if (!res.ok || !res.body) throw new Error('events: ' + res.status);
+      setStatus(true);
+      await loadLeases();
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value.replace(/\r\n?/g, '\n');
+        let end;
+        while ((end = buffer.indexOf('\n\n')) >= 0) {
+          parseSse(buffer.slice(0, end));
+          buffer = buffer.slice(end + 2);
+        }
+      }
+    } catch (err) {
+      console.debug('event stream dropped', err);
+    }
+    setStatus(false);
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+// ---- the timeline: one lane per key, a segment per tenure
+
+function segments(now) {
+  const start = now - WINDOW_MS;
+  const lanes = new Map(); // key -> {open, done: []}
+  const lane = (key) => {
+    if (!lanes.has(key)) lanes.set(key, { open: null, done: [] });
+    return lanes.get(key);
+  };
+  for (const e of state.history) {
+    const l = lane(e.key);
+    if (e.event === 'acquired' || (e.event === 'renewed' && !l.open)) {
+      if (l.open) l.done.push({ ...l.open, to: e.at });
+      l.open = { holder: e.holder, fence: e.revision, from: e.event === 'acquired' ? e.at : start };
+    } else if (e.event === 'released' || e.event === 'expired') {
+      if (l.open) l.done.push({ ...l.open, to: e.at });
+      l.open = null;
+    }
+  }
+  for (const [key, row] of state.rows) {
+    const l = lane(key);
+    if (!l.open) l.open = { holder: row.lease.holder, fence: row.lease.revision, from: Math.max(start, Date.parse(row.lease.acquired_at)) };
+  }
+  const result = [];
+  for (const [key, l] of lanes) {
+    const segs = l.done.concat(l.open ? [{ ...l.open, to: now }] : []).filter((s) => s.to >= start);
+    if (segs.length) result.push({ key, segs, last: Math.max(...segs.map((s) => s.to)) });
+  }
+  result.sort((a, b) => b.last - a.last || (a.key < b.key ? -1 : 1));
+  return result.slice(0, 30).sort((a, b) => (a.key < b.key ? -1 : 1));
+}
+
+function drawTimeline() {
+  const now = Date.now();
+  const lanes = segments(now);
+  const width = 1000, laneH = 22, label = 150;
+  const x = (t) => label + ((t - (now - WINDOW_MS)) / WINDOW_MS) * (width - label);
+  const parts = [];
+  lanes.forEach((lane, i) => {
+    const y = i * laneH;
+    parts.push(`<text x="0" y="${y + 15}" class="lane">${escapeXml(lane.key)}</text>`);
+    for (const s of lane.segs) {
+      const x0 = x(Math.max(s.from, now - WINDOW_MS)), x1 = Math.max(x0 + 2, x(s.to));
+      parts.push(`<g class="segment" data-key="${escapeXml(lane.key)}" data-holder="${escapeXml(s.holder || '')}" data-fence="${s.fence}">` +
+        `<rect x="${x0}" y="${y + 3}" width="${x1 - x0}" height="${laneH - 6}" fill="${colour(s.holder)}" rx="3"><title>${escapeXml(s.holder || '?')} fence ${s.fence}</title></rect>` +
+        (x1 - x0 > 60 ? `<text x="${x0 + 4}" y="${y + 15}" fill="#fff">${escapeXml(s.holder || '?')} #${s.fence}</text>` : '') + '</g>');
+    }
+  });
+  const height = Math.max(laneH, lanes.length * laneH);
+  $('timeline').innerHTML = lanes.length
+    ? `<svg viewBox="0 0 ${width} ${height}" preserveAspectRatio="none" style="height:${height}px">${parts.join('')}</svg>`
+    : '<p class="muted">Nothing changed in the last 5 minutes.</p>';
+}
+
+function escapeXml(s) {
+  return String(s).replace(/[<>&"']/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;', "'": '&#39;' }[c]));
+}
+
+// ---- the detail view: lease, history, forward, revoke
+
+function openDetail(key) {
+  state.detailKey = key;
+  $('forward-reply').textContent = '';
+  $('revoke-result').textContent = '';
+  renderDetail();
+  if (!$('detail').open) $('detail').showModal();
+}
+
+function renderDetail() {
+  const key = state.detailKey;
+  const row = state.rows.get(key);
+  $('detail-title').textContent = key;
+  $('detail-lease').textContent = row ? JSON.stringify(row.lease, null, 2) : 'Nobody holds this key.';
+  const list = $('detail-history');
+  list.textContent = '';
+  for (const e of state.history.filter((h) => h.key === key).slice(-20).reverse()) {
+    const li = document.createElement('li');
+    li.textContent = `${clock(e.at)} ${e.event} ${e.holder || ''} fence=${e.revision}`;
+    list.appendChild(li);
+  }
+}
+
+function toBase64(text) {
+  const bytes = new TextEncoder().encode(text);
+  let binary = '';
+  for (const b of bytes) binary += String.fromCharCode(b);
+  return btoa(binary);
+}
+function fromBase64(b64) {
+  const binary = atob(b64);
+  return new TextDecoder().decode(Uint8Array.from(binary, (c) => c.charCodeAt(0)));
+}
+
+$('forward').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const key = state.detailKey;
+  const body = { payload: toBase64($('forward-payload').value), timeout_ms: Number($('forward-timeout').value) };
+  const { status, data } = await api('POST', `/v1/leases/${encodeURIComponent(key)}/forward`, body);
+  $('forward-reply').textContent = status === 200
+    ? `${data.holder} (fence ${data.revision}) replied:\n${fromBase64(data.payload)}`
+    : `${data.kind}: ${data.error}`;
+});
+
+$('revoke').addEventListener('click', async () => {
+  const key = state.detailKey;
+  if (!confirm(`Revoke the lease on ${key}? Its holder's fence becomes stale.`)) return;
+  const { status, data } = await api('DELETE', `/v1/leases/${encodeURIComponent(key)}`);
+  $('revoke-result').textContent = status === 200
+    ? `Revoked: the key is free at fence ${data.revision}.`
+    : `${data.kind}: ${data.error}`;
+});
+
+$('detail').addEventListener('close', () => { state.detailKey = null; });
+$('filter').addEventListener('input', applyFilter);
+$('sort').addEventListener('change', () => { state.sortDirty = true; resort(); });
+$('hide-renewed').addEventListener('change', () => {
+  for (const li of $('log').children) li.hidden = $('hide-renewed').checked && li.dataset.event === 'renewed';
+});
+
+setInterval(() => {
+  const now = Date.now();
+  for (const key of state.visible) {
+    const row = state.rows.get(key);
+    if (row) tick(row, now);
+  }
+  if ($('sort').value === 'left') state.sortDirty = true;
+  resort();
+}, 1000);
+setInterval(drawTimeline, 1000);
+
+loadHistory().then(stream);
