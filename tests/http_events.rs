@@ -304,3 +304,32 @@ async fn a_slow_client_is_dropped_not_buffered() {
         .await
         .expect("the slow client is dropped");
 }
+
+#[tokio::test]
+async fn an_open_event_stream_ends_at_shutdown_and_the_gateway_exits_0() {
+    let server = NatsServer::start().await;
+    let gateway = Gateway::start(&server.url).await;
+    let http = Http::of(&gateway).await;
+    let resp = http
+        .request(reqwest::Method::GET, "/v1/events")
+        .send()
+        .await
+        .unwrap();
+    let mut body = resp.bytes_stream();
+    let started = std::time::Instant::now();
+    let status = gateway.terminate().await;
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    // The stream was ended, not cut: the body completes cleanly.
+    let rest = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(chunk) = body.next().await {
+            chunk.expect("the stream ends cleanly");
+        }
+    })
+    .await;
+    assert!(rest.is_ok(), "the event stream stayed open after shutdown");
+}
