@@ -440,6 +440,7 @@ impl KeyPrefix {
 #[derive(Debug, Clone, Default, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListRequest {
+    /// Only keys starting with this prefix.
     #[serde(default, deserialize_with = "null_as_default")]
     pub prefix: KeyPrefix,
 }

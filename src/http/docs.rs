@@ -102,6 +102,21 @@ fn esc(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// Prose from the document: escaped, with `backticks` set as code.
+fn prose(text: &str) -> String {
+    esc(text)
+        .split('`')
+        .enumerate()
+        .map(|(i, part)| {
+            if i % 2 == 1 {
+                format!("<code>{part}</code>")
+            } else {
+                part.to_string()
+            }
+        })
+        .collect()
+}
+
 /// A schema in one line: a `$ref` by name, else its type and bounds.
 fn describe(schema: &Value) -> String {
     if let Some(name) = schema["$ref"].as_str() {
@@ -161,10 +176,10 @@ fn render(doc: &Value) -> String {
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title} API</title>\
          <style>body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;line-height:1.4}}\
          code,pre{{background:#f4f4f4;padding:0 .2rem}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:.2rem .5rem;text-align:left;vertical-align:top}}\
-         h3{{margin-top:2rem}}.m{{font-weight:bold;text-transform:uppercase}}</style></head><body>\
+         h3{{margin-top:2rem}}table+table,table+p{{margin-top:.6rem}}.m{{font-weight:bold;text-transform:uppercase}}</style></head><body>\
          <h1>{title} {}</h1><p>{}</p><p>The machine-readable document: <a href=\"/openapi.json\">/openapi.json</a>.</p>",
         esc(doc["info"]["version"].as_str().unwrap_or_default()),
-        esc(doc["info"]["description"].as_str().unwrap_or_default()),
+        prose(doc["info"]["description"].as_str().unwrap_or_default()),
     );
     page.push_str("<h2>Endpoints</h2>");
     for (path, item) in doc["paths"].as_object().into_iter().flatten() {
@@ -179,7 +194,7 @@ fn render(doc: &Value) -> String {
             );
             for field in ["summary", "description"] {
                 if let Some(text) = op[field].as_str() {
-                    let _ = write!(page, "<p>{}</p>", esc(text));
+                    let _ = write!(page, "<p>{}</p>", prose(text));
                 }
             }
             if let Some(params) = op["parameters"].as_array() {
@@ -198,7 +213,7 @@ fn render(doc: &Value) -> String {
                         },
                         esc(p["in"].as_str().unwrap_or_default()),
                         describe(&p["schema"]),
-                        esc(p["description"].as_str().unwrap_or_default()),
+                        prose(p["description"].as_str().unwrap_or_default()),
                     );
                 }
                 page.push_str("</table>");
@@ -229,7 +244,7 @@ fn render(doc: &Value) -> String {
                     page,
                     "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
                     esc(status),
-                    esc(resp["description"].as_str().unwrap_or_default()),
+                    prose(resp["description"].as_str().unwrap_or_default()),
                     bodies.join("<br>")
                 );
             }
@@ -244,7 +259,7 @@ fn render(doc: &Value) -> String {
     {
         let _ = write!(page, "<h3 id=\"schema-{0}\">{0}</h3>", esc(name));
         if let Some(text) = schema["description"].as_str() {
-            let _ = write!(page, "<p>{}</p>", esc(text));
+            let _ = write!(page, "<p>{}</p>", prose(text));
         }
         match schema["properties"].as_object() {
             Some(props) => {
@@ -266,7 +281,7 @@ fn render(doc: &Value) -> String {
                             ""
                         },
                         describe(prop),
-                        esc(prop["description"].as_str().unwrap_or_default()),
+                        prose(prop["description"].as_str().unwrap_or_default()),
                     );
                 }
                 page.push_str("</table>");

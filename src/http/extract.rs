@@ -45,6 +45,25 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryOf<T> {
 /// The whole request body, within the body limit.
 pub struct Body(pub Bytes);
 
+/// Raw bytes in the OpenAPI document (forward's raw mode).
+impl utoipa::PartialSchema for Body {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                utoipa::openapi::KnownFormat::Binary,
+            )))
+            .description(Some("Raw bytes, forwarded as they are."))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Body {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "RawBytes".into()
+    }
+}
+
 impl<S: Send + Sync> FromRequest<S> for Body {
     type Rejection = ApiError;
 

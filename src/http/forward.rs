@@ -44,13 +44,13 @@ pub struct RawQuery {
     ),
     request_body(content(
         (ForwardRequest = "application/json"),
-        (Vec<u8> = "application/octet-stream"),
+        (Body = "application/octet-stream"),
     )),
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "The owner's reply", content(
             (Forwarded = "application/json"),
-            (Vec<u8> = "application/octet-stream"),
+            (Body = "application/octet-stream"),
         ), headers(
             ("Dagnats-Lease-Holder" = String, description = "Raw mode: the holder that answered"),
             ("Dagnats-Lease-Fence" = u64, description = "Raw mode: its fence"),
