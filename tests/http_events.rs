@@ -203,7 +203,7 @@ async fn a_bad_filter_or_last_event_id_is_400_invalid() {
     let req = http
         .request(reqwest::Method::GET, "/v1/events")
         .header("Last-Event-ID", "seven");
-    common::assert_error(&Http::send(req).await, 400, "invalid");
+    common::assert_error(&http.send(req).await, 400, "invalid");
 }
 
 #[tokio::test]

@@ -215,7 +215,7 @@ async fn malformed_json_is_400_invalid() {
         .request(Method::POST, "/v1/leases/k/acquire")
         .header("content-type", "application/json")
         .body("{nope");
-    let reply = Http::send(req).await;
+    let reply = http.send(req).await;
     assert_error(&reply, 400, "invalid");
     assert!(reply.body["error"].as_str().unwrap().contains("not JSON"));
 }
@@ -234,7 +234,7 @@ async fn a_body_that_is_not_declared_json_is_400_invalid() {
         .request(Method::POST, "/v1/leases/k/acquire")
         .header("content-type", "text/plain")
         .body(r#"{"holder": "h", "ttl_ms": 1000}"#);
-    let reply = Http::send(req).await;
+    let reply = http.send(req).await;
     assert_error(&reply, 400, "invalid");
     assert!(
         reply.body["error"]
@@ -299,7 +299,9 @@ async fn a_wrong_method_is_405_method_not_allowed() {
         405,
         "method_not_allowed",
     );
-    let delete = Http::send(http.request(Method::DELETE, "/v1/leases/k")).await;
+    let delete = http
+        .send(http.request(Method::DELETE, "/v1/leases/k"))
+        .await;
     assert_error(&delete, 405, "method_not_allowed");
 }
 
@@ -314,7 +316,7 @@ async fn a_body_over_the_limit_is_413_body_too_large() {
         .request(Method::POST, "/v1/leases/k/acquire")
         .header("content-type", "application/json")
         .body(huge);
-    assert_error(&Http::send(req).await, 413, "body_too_large");
+    assert_error(&http.send(req).await, 413, "body_too_large");
 }
 
 #[tokio::test]

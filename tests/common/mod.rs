@@ -435,21 +435,35 @@ pub struct HttpReply {
     pub body: Value,
 }
 
-/// A gateway's HTTP API, as any HTTP client would use it.
+/// A gateway's HTTP API, as any HTTP client would use it. Every JSON reply
+/// it receives is checked against the gateway's own OpenAPI document.
 #[derive(Clone)]
 pub struct Http {
     pub base: String,
     pub client: reqwest::Client,
     pub token: Option<String>,
+    /// The served `/openapi.json`.
+    openapi: Arc<Value>,
 }
 
 impl Http {
     /// The HTTP API of `gateway`.
     pub async fn of(gateway: &Gateway) -> Self {
+        let base = gateway.http_url().await;
+        let client = reqwest::Client::new();
+        let openapi = client
+            .get(format!("{base}/openapi.json"))
+            .send()
+            .await
+            .expect("the OpenAPI document is served")
+            .json()
+            .await
+            .expect("the OpenAPI document is JSON");
         Http {
-            base: gateway.http_url().await,
-            client: reqwest::Client::new(),
+            base,
+            client,
             token: None,
+            openapi: Arc::new(openapi),
         }
     }
 
@@ -472,17 +486,21 @@ impl Http {
 
     /// `GET path`.
     pub async fn get(&self, path: &str) -> HttpReply {
-        Self::send(self.request(reqwest::Method::GET, path)).await
+        self.send(self.request(reqwest::Method::GET, path)).await
     }
 
     /// `POST path` with a JSON body.
     pub async fn post(&self, path: &str, body: Value) -> HttpReply {
-        Self::send(self.request(reqwest::Method::POST, path).json(&body)).await
+        self.send(self.request(reqwest::Method::POST, path).json(&body))
+            .await
     }
 
-    /// Sends `req`; the reply with its body parsed as JSON.
-    pub async fn send(req: reqwest::RequestBuilder) -> HttpReply {
-        let resp = tokio::time::timeout(Duration::from_secs(40), req.send())
+    /// Sends `req`; the reply with its body parsed as JSON and checked
+    /// against the OpenAPI document.
+    pub async fn send(&self, req: reqwest::RequestBuilder) -> HttpReply {
+        let req = req.build().expect("a valid request");
+        let (method, path) = (req.method().clone(), req.url().path().to_string());
+        let resp = tokio::time::timeout(Duration::from_secs(40), self.client.execute(req))
             .await
             .expect("HTTP reply within 40 s")
             .expect("HTTP request answered");
@@ -491,12 +509,58 @@ impl Http {
         let text = resp.text().await.expect("HTTP body");
         let body = serde_json::from_str(&text)
             .unwrap_or_else(|err| panic!("body is not JSON ({err}): {text:?}"));
+        self.check_schema(&method, &path, status, &body);
         HttpReply {
             status,
             headers,
             body,
         }
     }
+
+    /// Asserts `body` matches the schema the OpenAPI document gives this
+    /// path, method and status. Unknown routes (404) and methods (405) are
+    /// not in the document; their body must be an `ErrorBody`.
+    fn check_schema(&self, method: &reqwest::Method, path: &str, status: u16, body: &Value) {
+        let doc = &*self.openapi;
+        let operation = doc["paths"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .find(|(template, _)| path_matches(template, path))
+            .map(|(_, item)| &item[method.as_str().to_lowercase()])
+            .filter(|op| !op.is_null());
+        let schema = match operation {
+            Some(op) => {
+                op["responses"][status.to_string()]["content"]["application/json"]["schema"].clone()
+            }
+            None => {
+                assert!(
+                    [404, 405].contains(&status),
+                    "{method} {path} is not in the OpenAPI document"
+                );
+                json!({"$ref": "#/components/schemas/ErrorBody"})
+            }
+        };
+        assert!(
+            !schema.is_null(),
+            "status {status} of {method} {path} is not in the OpenAPI document"
+        );
+        let root = json!({"allOf": [schema], "components": doc["components"]});
+        let validator = jsonschema::validator_for(&root).expect("a valid schema");
+        if let Err(err) = validator.validate(body) {
+            panic!("{method} {path} {status}: {body} does not match its schema: {err}");
+        }
+    }
+}
+
+/// Whether a concrete path fits an OpenAPI path template (`{x}` is one
+/// segment).
+fn path_matches(template: &str, path: &str) -> bool {
+    let (t, p): (Vec<_>, Vec<_>) = (template.split('/').collect(), path.split('/').collect());
+    t.len() == p.len()
+        && t.iter()
+            .zip(&p)
+            .all(|(t, p)| t == p || (t.starts_with('{') && t.ends_with('}') && !p.is_empty()))
 }
 
 /// Asserts `reply` is the error body `{"error", "kind"}` of `kind` with
