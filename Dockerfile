@@ -14,5 +14,8 @@ RUN apt-get update \
 COPY --from=build /src/target/release/dagnats-leases /usr/local/bin/dagnats-leases
 USER dagnats
 ENV NATS_URL=nats://nats:4222
+# In a container the HTTP API must listen beyond loopback to be reachable.
+ENV DAGNATS_HTTP_ADDR=0.0.0.0:8080
+EXPOSE 8080
 ENTRYPOINT ["dagnats-leases"]
 CMD ["serve"]
