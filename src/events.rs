@@ -7,15 +7,18 @@
 //! marker says expired. A release is a purge with a TTL, which the server
 //! removes without a marker, so a released key never later shows as expired.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use async_nats::{Client, Message, Subscriber};
 use futures::{Stream, StreamExt};
+use serde::Serialize;
 use time::OffsetDateTime;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
+use utoipa::ToSchema;
 
+use crate::core::LeaseCore;
 use crate::core::model::{Lease, LeaseEnded, LeaseKey};
 use crate::core::timefmt;
 use crate::protocol::{CHANGED_PREFIX, HEADER_MARKER_REASON};
@@ -28,33 +31,130 @@ const HEADER_SEQUENCE: &str = "Nats-Sequence";
 const HEADER_TIMESTAMP: &str = "Nats-Time-Stamp";
 /// Bound on the keys whose last holder is remembered for `expired` events.
 const LAST_HOLDERS: usize = 100_000;
+/// Changes kept for a freshly opened dashboard to draw the recent past.
+const RECENT: usize = 2_000;
 
 /// What happened to a key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChangeKind {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EventKind {
     Acquired,
     Renewed,
     Released,
     Expired,
 }
 
-impl ChangeKind {
-    /// The event name on the wire.
+impl EventKind {
+    /// The event name on the wire (and in SSE).
     pub fn as_str(self) -> &'static str {
         match self {
-            ChangeKind::Acquired => "acquired",
-            ChangeKind::Renewed => "renewed",
-            ChangeKind::Released => "released",
-            ChangeKind::Expired => "expired",
+            EventKind::Acquired => "acquired",
+            EventKind::Renewed => "renewed",
+            EventKind::Released => "released",
+            EventKind::Expired => "expired",
         }
     }
+}
+
+/// One change of one key, as a message on `dagnats.lease.changed.<key>`
+/// says it. The server republishes each write with its original headers
+/// plus `Nats-Sequence` (the revision), `Nats-Subject` and
+/// `Nats-Time-Stamp`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct ChangeEvent {
+    pub event: EventKind,
+    pub key: String,
+    /// The revision of the write (or of the server's expiry marker).
+    pub revision: u64,
+    /// The holder, when known (an expiry carries none of its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// The lease, for acquired and renewed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+}
+
+impl ChangeEvent {
+    /// Reads a change event; `None` for a message that is not one (no
+    /// revision, or a record this gateway did not write).
+    pub fn from_message(msg: &Message) -> Option<ChangeEvent> {
+        let key = msg
+            .subject
+            .as_str()
+            .strip_prefix(CHANGED_PREFIX)?
+            .strip_prefix('.')?
+            .to_string();
+        let headers = msg.headers.as_ref()?;
+        let header = |name: &str| headers.get(name).map(|v| v.as_str());
+        let Some(revision) = header(HEADER_SEQUENCE).and_then(|v| v.parse::<u64>().ok()) else {
+            tracing::warn!(key, "change event without a revision ignored");
+            return None;
+        };
+        let stored_at = header(HEADER_TIMESTAMP)
+            .and_then(|at| timefmt::parse(at).ok())
+            .unwrap_or_else(OffsetDateTime::now_utc);
+        let expired = header(HEADER_MARKER_REASON).is_some();
+        let entry = match decode_entry(revision, stored_at, header, &msg.payload) {
+            Ok(entry) => entry,
+            Err(cause) => {
+                tracing::warn!(key, revision, %cause, "change event that does not parse ignored");
+                return None;
+            }
+        };
+        Some(match entry {
+            Entry::Held { event, record, .. } => ChangeEvent {
+                event: if event == LeaseEvent::Renewed {
+                    EventKind::Renewed
+                } else {
+                    EventKind::Acquired
+                },
+                holder: Some(record.holder.clone()),
+                lease: Some(record.lease(&key, revision, Some(stored_at))),
+                key,
+                revision,
+            },
+            Entry::Free { released, .. } => ChangeEvent {
+                event: if expired {
+                    EventKind::Expired
+                } else {
+                    EventKind::Released
+                },
+                holder: released.map(|r| r.holder),
+                lease: None,
+                key,
+                revision,
+            },
+        })
+    }
+
+    /// The subject carrying the changes of `key`, or of every key.
+    pub fn subject(key: Option<&str>) -> String {
+        format!("{CHANGED_PREFIX}.{}", key.unwrap_or("*"))
+    }
+}
+
+/// A change and when this gateway saw it: the dashboard's recent past.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RecentChange {
+    #[serde(flatten)]
+    pub change: ChangeEvent,
+    /// When this gateway received it.
+    #[serde(with = "timefmt")]
+    #[schema(value_type = String, format = DateTime)]
+    pub at: OffsetDateTime,
+}
+
+/// Reply of `GET /v1/events/recent`, oldest first.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RecentChanges {
+    pub events: Vec<RecentChange>,
 }
 
 /// One change, with its data already encoded as JSON (once, however many
 /// clients receive it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
-    pub kind: ChangeKind,
+    pub kind: EventKind,
     pub key: String,
     pub revision: u64,
     /// The lease (acquired, renewed) or a [`LeaseEnded`] (released, expired).
@@ -65,8 +165,8 @@ impl Change {
     /// The event that wrote a held lease's current record.
     pub fn held(event: LeaseEvent, lease: &Lease) -> Self {
         let kind = match event {
-            LeaseEvent::Renewed => ChangeKind::Renewed,
-            LeaseEvent::Acquired | LeaseEvent::Released => ChangeKind::Acquired,
+            LeaseEvent::Renewed => EventKind::Renewed,
+            LeaseEvent::Acquired | LeaseEvent::Released => EventKind::Acquired,
         };
         Change {
             kind,
@@ -76,7 +176,7 @@ impl Change {
         }
     }
 
-    fn ended(kind: ChangeKind, key: &str, revision: u64, holder: Option<String>) -> Self {
+    fn ended(kind: EventKind, key: &str, revision: u64, holder: Option<String>) -> Self {
         let ended = LeaseEnded {
             key: key.to_string(),
             revision,
@@ -95,6 +195,7 @@ impl Change {
 #[derive(Clone)]
 pub struct Events {
     tx: broadcast::Sender<Arc<Change>>,
+    recent: Arc<Mutex<VecDeque<RecentChange>>>,
 }
 
 impl Events {
@@ -103,7 +204,27 @@ impl Events {
     pub fn new(buffer: usize) -> Self {
         Events {
             tx: broadcast::channel(buffer).0,
+            recent: Arc::default(),
         }
+    }
+
+    /// The last changes this gateway saw (at most 2,000), oldest first.
+    pub fn recent(&self) -> RecentChanges {
+        let recent = self.recent.lock().expect("poisoned");
+        RecentChanges {
+            events: recent.iter().cloned().collect(),
+        }
+    }
+
+    fn remember(&self, change: ChangeEvent) {
+        let mut recent = self.recent.lock().expect("poisoned");
+        if recent.len() == RECENT {
+            recent.pop_front();
+        }
+        recent.push_back(RecentChange {
+            change,
+            at: OffsetDateTime::now_utc(),
+        });
     }
 
     /// Receives every change from now on.
@@ -119,8 +240,10 @@ pub async fn subscribe(client: &Client) -> Result<Subscriber, async_nats::Error>
     Ok(sub)
 }
 
-/// Classifies every change event into `events` until `stop`.
-pub async fn relay(mut sub: Subscriber, events: Events, stop: CancellationToken) {
+/// Classifies every change event into `events` until `stop`, and tells
+/// `core` which revision each key is at, so this gateway's next renew or
+/// release of it is one round trip even when another gateway wrote last.
+pub async fn relay(mut sub: Subscriber, events: Events, core: LeaseCore, stop: CancellationToken) {
     let mut last_holders = HashMap::new();
     loop {
         let msg = tokio::select! {
@@ -130,56 +253,56 @@ pub async fn relay(mut sub: Subscriber, events: Events, stop: CancellationToken)
                 None => return,
             },
         };
-        if let Some(change) = classify(&msg, &mut last_holders) {
-            // No receivers is fine: nobody is watching right now.
-            let _ = events.tx.send(Arc::new(change));
-        }
+        let Some(change) = ChangeEvent::from_message(&msg) else {
+            continue;
+        };
+        let change = with_last_holder(change, &mut last_holders);
+        core.observe(&change.key, change.revision, change.lease.as_ref());
+        let encoded = Change::from(&change);
+        events.remember(change);
+        // No receivers is fine: nobody is watching right now.
+        let _ = events.tx.send(Arc::new(encoded));
     }
 }
 
-/// What a republished write means, remembering each key's last holder so
-/// an expiry can name it.
-fn classify(msg: &Message, last_holders: &mut HashMap<String, String>) -> Option<Change> {
-    let key = msg
-        .subject
-        .as_str()
-        .strip_prefix(CHANGED_PREFIX)?
-        .strip_prefix('.')?;
-    let headers = msg.headers.as_ref()?;
-    let header = |name: &str| headers.get(name).map(|v| v.as_str());
-    let Some(revision) = header(HEADER_SEQUENCE).and_then(|v| v.parse::<u64>().ok()) else {
-        tracing::warn!(key, "change event without a revision ignored");
-        return None;
-    };
-    if header(HEADER_MARKER_REASON).is_some() {
-        let holder = last_holders.remove(key);
-        return Some(Change::ended(ChangeKind::Expired, key, revision, holder));
-    }
-    let stored_at = header(HEADER_TIMESTAMP)
-        .and_then(|at| timefmt::parse(at).ok())
-        .unwrap_or_else(OffsetDateTime::now_utc);
-    match decode_entry(revision, stored_at, header, &msg.payload) {
-        Ok(Entry::Held {
-            seq,
-            event,
-            record,
-            stored_at,
-        }) => {
+/// Names the last holder of a key whose lease ended (an expiry marker
+/// carries none), remembering each key's holder as changes pass.
+fn with_last_holder(
+    mut change: ChangeEvent,
+    last_holders: &mut HashMap<String, String>,
+) -> ChangeEvent {
+    match change.event {
+        EventKind::Acquired | EventKind::Renewed => {
             if last_holders.len() >= LAST_HOLDERS {
                 last_holders.clear();
             }
-            last_holders.insert(key.to_string(), record.holder.clone());
-            let lease = record.lease(key, seq, Some(stored_at));
-            Some(Change::held(event, &lease))
+            if let Some(holder) = &change.holder {
+                last_holders.insert(change.key.clone(), holder.clone());
+            }
         }
-        Ok(Entry::Free { seq, released }) => {
-            let remembered = last_holders.remove(key);
-            let holder = released.map(|r| r.holder).or(remembered);
-            Some(Change::ended(ChangeKind::Released, key, seq, holder))
+        EventKind::Released | EventKind::Expired => {
+            let remembered = last_holders.remove(&change.key);
+            change.holder = change.holder.or(remembered);
         }
-        Err(cause) => {
-            tracing::warn!(key, revision, %cause, "change event that does not parse ignored");
-            None
+    }
+    change
+}
+
+impl From<&ChangeEvent> for Change {
+    fn from(change: &ChangeEvent) -> Self {
+        match &change.lease {
+            Some(lease) => Change {
+                kind: change.event,
+                key: change.key.clone(),
+                revision: change.revision,
+                data: serde_json::to_string(lease).expect("a lease serializes"),
+            },
+            None => Change::ended(
+                change.event,
+                &change.key,
+                change.revision,
+                change.holder.clone(),
+            ),
         }
     }
 }
@@ -197,7 +320,7 @@ impl Filter {
     /// Whether the client wants `change`.
     pub fn admits(&self, change: &Change) -> bool {
         self.key.as_ref().is_none_or(|k| k.as_str() == change.key)
-            && !(self.ownership && change.kind == ChangeKind::Renewed)
+            && !(self.ownership && change.kind == EventKind::Renewed)
     }
 }
 

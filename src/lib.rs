@@ -128,7 +128,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
 
     let events = events::Events::new(http_settings.sse_buffer);
     let relay = tokio::spawn({
-        let (client, events, stop) = (client.clone(), events.clone(), stop.clone());
+        let (client, events, core, stop) =
+            (client.clone(), events.clone(), core.clone(), stop.clone());
         async move {
             // Subscribing waits for NATS; stopping must not.
             let subscribed = tokio::select! {
@@ -136,7 +137,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
                 subscribed = events::subscribe(&client) => subscribed,
             };
             match subscribed {
-                Ok(sub) => events::relay(sub, events, stop).await,
+                Ok(sub) => events::relay(sub, events, core, stop).await,
                 Err(err) => tracing::error!(%err, "could not subscribe to the change events"),
             }
         }

@@ -79,12 +79,33 @@ function colour(holder) {
 
 // ---- the table
 
+// Only rows on screen run a clock or an animation: off-screen rows are
+// brought up to date when they scroll in.
 const observer = new IntersectionObserver((entries) => {
+  const now = Date.now();
   for (const e of entries) {
     const key = e.target.dataset.key;
-    if (e.isIntersecting) state.visible.add(key); else state.visible.delete(key);
+    const row = state.rows.get(key);
+    if (e.isIntersecting) {
+      state.visible.add(key);
+      if (row && row.lease) { startBar(row, now); tick(row, now); }
+    } else {
+      state.visible.delete(key);
+      if (row && row.anim) { row.anim.cancel(); row.anim = null; }
+    }
   }
 }, { root: document.querySelector('.table-wrap') });
+
+// The bar counts down on the compositor: no script runs per frame.
+function startBar(row, now) {
+  const { lease } = row;
+  const remaining = Math.max(0, Date.parse(lease.expires_at) - now);
+  const fraction = Math.min(1, remaining / lease.ttl_ms);
+  if (row.anim) row.anim.cancel();
+  row.anim = row.cells.bar.animate(
+    [{ transform: `scaleX(${fraction})` }, { transform: 'scaleX(0)' }],
+    { duration: remaining || 1, fill: 'forwards' });
+}
 
 function matches(lease) {
   const f = $('filter').value.trim();
@@ -134,22 +155,22 @@ function upsert(lease, renewed) {
   row.cells.holder.textContent = lease.holder;
   row.cells.fence.textContent = lease.revision;
   row.tr.hidden = !matches(lease);
-  // The bar counts down on the compositor: no script runs per frame.
-  const now = Date.now();
-  const remaining = Math.max(0, Date.parse(lease.expires_at) - now);
-  const fraction = Math.min(1, remaining / lease.ttl_ms);
-  if (row.anim) row.anim.cancel();
-  row.anim = row.cells.bar.animate(
-    [{ transform: `scaleX(${fraction})` }, { transform: 'scaleX(0)' }],
-    { duration: remaining || 1, fill: 'forwards' });
-  tick(row, now);
-  if (renewed) {
-    row.tr.classList.remove('flash');
-    void row.tr.offsetWidth; // restart the flash
-    row.tr.classList.add('flash');
+  if (state.visible.has(lease.key)) {
+    const now = Date.now();
+    startBar(row, now);
+    tick(row, now);
   }
+  if (renewed) flash(row);
   if ($('sort').value !== 'key') state.sortDirty = true;
   counts();
+}
+
+// Marks a renewal for a moment. A timer, not a restarted CSS animation:
+// restarting one forces a synchronous layout of the whole table.
+function flash(row) {
+  row.tr.classList.add('flash');
+  clearTimeout(row.flashTimer);
+  row.flashTimer = setTimeout(() => row.tr.classList.remove('flash'), 800);
 }
 
 function remove(key) {
@@ -237,7 +258,30 @@ function parseSse(chunk) {
     else if (field === 'id') id = value;
   }
   if (id) state.lastId = id;
-  if (data) apply(event, JSON.parse(data));
+  if (data) enqueue(event, JSON.parse(data));
+}
+
+// Changes are applied in slices of a few milliseconds, so a burst of
+// thousands (every lease renewing at once) never freezes the page.
+const queue = [];
+let draining = false;
+function enqueue(event, data) {
+  queue.push([event, data]);
+  if (!draining) {
+    draining = true;
+    setTimeout(drain, 0);
+  }
+}
+function drain() {
+  const until = performance.now() + 8;
+  let done = 0;
+  while (done < queue.length && performance.now() < until) {
+    const [event, data] = queue[done++];
+    apply(event, data);
+  }
+  queue.splice(0, done);
+  if (queue.length) setTimeout(drain, 0);
+  else draining = false;
 }
 
 function setStatus(up) {
@@ -347,7 +391,7 @@ function drawTimeline() {
   });
   const height = Math.max(laneH, lanes.length * laneH);
   $('timeline').innerHTML = lanes.length
-    ? `<svg viewBox="0 0 ${width} ${height}" preserveAspectRatio="none" style="height:${height}px">${parts.join('')}</svg>`
+    ? `<svg viewBox="0 0 ${width} ${height}" preserveAspectRatio="none" height="${height}">${parts.join('')}</svg>`
     : '<p class="muted">Nothing changed in the last 5 minutes.</p>';
 }
 

@@ -18,8 +18,8 @@ use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::calls::LeaseClient;
-use super::events::{ChangeEvent, EventKind};
 use crate::core::model::{Grant, Lease};
+use crate::events::{ChangeEvent, EventKind};
 
 /// Retry delays after a failed call that was not `lost`.
 const RETRY_MIN: Duration = Duration::from_millis(100);

@@ -13,13 +13,12 @@
 //! - [`ChangeEvent`]: the change events of `dagnats.lease.changed.<key>`.
 
 mod calls;
-mod events;
 mod fence;
 mod inbox;
 mod keeper;
 
+pub use crate::events::{ChangeEvent, EventKind};
 pub use calls::{ClientError, Kind, LeaseClient};
-pub use events::{ChangeEvent, EventKind};
 pub use fence::{FenceGate, StaleFence};
 pub use inbox::{InboxRequest, serve_inbox};
 pub use keeper::{KeeperOptions, LeaseKeeper, Ownership};

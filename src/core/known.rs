@@ -57,6 +57,15 @@ impl KnownRevisions {
     pub fn forget(&self, key: &str) {
         self.by_key.lock().expect("poisoned").remove(key);
     }
+
+    /// Drops what is known of `key` if it is older than `revision` (the key
+    /// was freed at `revision`; a later write may already be known).
+    pub fn forget_before(&self, key: &str, revision: u64) {
+        let mut map = self.by_key.lock().expect("poisoned");
+        if map.get(key).is_some_and(|k| k.revision < revision) {
+            map.remove(key);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use time::OffsetDateTime;
 use super::error::LeaseError;
 use super::known::{Known, KnownRevisions};
 use super::model::{
-    AcquireRequest, FreeKey, Grant, HolderId, Owner, OwnerRequest, ReleaseRequest, Released,
+    AcquireRequest, FreeKey, Grant, HolderId, Lease, Owner, OwnerRequest, ReleaseRequest, Released,
     RenewRequest, Revision, Ttl,
 };
 use crate::inbox::OwnerInbox;
@@ -40,6 +40,24 @@ impl LeaseCore {
     /// would answer (`unavailable` or `unsupported`).
     pub fn ready(&self) -> Result<(), LeaseError> {
         self.bucket().map(|_| ())
+    }
+
+    /// Learns from a change event that `key` is at `revision`: `lease` is
+    /// what was written there, or `None` when the key was freed. Another
+    /// gateway's write then costs this one no extra read on the next renew.
+    pub fn observe(&self, key: &str, revision: u64, lease: Option<&Lease>) {
+        match lease {
+            Some(lease) => self.known.remember(
+                key,
+                Known {
+                    revision,
+                    holder: lease.holder.clone(),
+                    acquired_at: lease.acquired_at,
+                    ttl_ms: lease.ttl_ms,
+                },
+            ),
+            None => self.known.forget_before(key, revision),
+        }
     }
 
     pub(super) fn inbox(&self) -> &OwnerInbox {

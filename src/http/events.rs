@@ -1,5 +1,6 @@
 //! `GET /v1/events`: Server-Sent Events of every lease change, read from
-//! the gateway's one change subscription.
+//! the gateway's one change subscription; `GET /v1/events/recent`: the
+//! last changes it saw.
 //!
 //! `?key=K` keeps one key, `?ownership=true` drops `renewed`. A client
 //! sending `Last-Event-ID: R` first gets the current state of every held
@@ -11,7 +12,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::get;
-use axum::{Router, middleware};
+use axum::{Json, Router, middleware};
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
 
@@ -20,13 +21,14 @@ use super::extract::QueryOf;
 use super::{AppState, auth};
 use crate::core::model::{KeyPrefix, LeaseKey};
 use crate::core::{ErrorBody, LeaseError};
-use crate::events::{Change, Filter, feed};
+use crate::events::{Change, Filter, RecentChanges, feed};
 use crate::metrics::SseClient;
 
 /// The events route, behind the read token.
 pub fn router(state: &AppState) -> Router<AppState> {
     Router::new()
         .route("/v1/events", get(events))
+        .route("/v1/events/recent", get(recent))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::reads))
 }
 
@@ -89,6 +91,20 @@ pub async fn events(
                 .data(change.data.as_str()))
         });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(s.heartbeat).text("heartbeat")))
+}
+
+/// The last changes this gateway saw (at most 2,000, oldest first), so a
+/// freshly opened dashboard can draw the recent past. Each is the change
+/// event (`event`, `key`, `revision`, `holder`, and `lease` for acquired and
+/// renewed) with `at`, when this gateway received it.
+#[utoipa::path(get, path = "/v1/events/recent", tag = "events",
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Recent changes, oldest first", body = RecentChanges),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+    ))]
+pub async fn recent(State(s): State<AppState>) -> Json<RecentChanges> {
+    Json(s.events.recent())
 }
 
 /// The revision a reconnecting client saw last.

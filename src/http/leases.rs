@@ -2,7 +2,7 @@
 //! bodies are the NATS replies; the key comes from the path.
 
 use axum::extract::State;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router, middleware};
 use serde_json::Value;
 
@@ -24,11 +24,15 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .route("/v1/leases/{key}/renew", post(renew))
         .route("/v1/leases/{key}/release", post(release))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::writes));
-    let reads = Router::new()
-        .route("/v1/leases/{key}", get(owner))
+    let reads = middleware::from_fn_with_state(state.clone(), auth::reads);
+    let writes_layer = middleware::from_fn_with_state(state.clone(), auth::writes);
+    let one = get(owner)
+        .route_layer(reads.clone())
+        .merge(delete(revoke).route_layer(writes_layer));
+    let lists = Router::new()
         .route("/v1/leases", get(list))
-        .route_layer(middleware::from_fn_with_state(state.clone(), auth::reads));
-    writes.merge(reads)
+        .route_layer(reads);
+    writes.route("/v1/leases/{key}", one).merge(lists)
 }
 
 /// Acquire: grant the key if nobody holds it (`granted: false` names the
@@ -113,6 +117,26 @@ pub async fn release(
 pub async fn owner(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Owner> {
     let req = from_fields([("key", Value::from(key))])?;
     Ok(Json(s.core.owner(req).await?))
+}
+
+/// Revoke: free a stuck lease whoever holds it, with a new, higher fence,
+/// so the holder's fence is stale everywhere; a `released` event names the
+/// holder. An operator's action: it needs the write token.
+#[utoipa::path(delete, path = "/v1/leases/{key}", tag = "leases",
+    params(("key" = LeaseKey, Path, description = "The lease key")),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Revoked; `holder` is the holder it was taken from, `revision` the new fence", body = Released),
+        (status = 400, description = "`invalid`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`not_held`: nobody holds the key", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    ))]
+pub async fn revoke(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Released> {
+    let req = from_fields([("key", Value::from(key))])?;
+    Ok(Json(s.core.revoke(req).await?))
 }
 
 /// List: every held lease, ordered by key, each read through the stream

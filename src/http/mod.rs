@@ -5,10 +5,12 @@
 //!
 //! One module per resource, each exporting a router: [`leases`] (acquire,
 //! renew, release, owner, list), [`forward`], [`events`] (SSE), [`ops`]
-//! (health, readiness, metrics), [`docs`] (OpenAPI and the reference page).
+//! (health, readiness, metrics), [`docs`] (OpenAPI and the reference page),
+//! [`dashboard`] (the bundled owner dashboard).
 //! [`auth`] and [`extract`] are shared.
 
 pub mod auth;
+pub mod dashboard;
 pub mod docs;
 pub mod error;
 pub mod events;
@@ -80,6 +82,7 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
         .merge(events::router(&state))
         .merge(ops::router())
         .merge(docs::router())
+        .merge(dashboard::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(measure))
@@ -103,7 +106,7 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
     router.layer(
         CorsLayer::new()
             .allow_origin(settings.cors_origins.clone())
-            .allow_methods([Method::GET, Method::POST])
+            .allow_methods([Method::GET, Method::POST, Method::DELETE])
             .allow_headers([
                 axum::http::header::AUTHORIZATION,
                 axum::http::header::CONTENT_TYPE,
@@ -142,6 +145,7 @@ async fn measure(req: Request, next: Next) -> Response {
         req.extensions()
             .get::<MatchedPath>()
             .map(MatchedPath::as_str),
+        req.method() == Method::DELETE,
     );
     let started = Instant::now();
     let response = next.run(req).await;
@@ -154,15 +158,17 @@ async fn measure(req: Request, next: Next) -> Response {
 }
 
 /// The operation a route serves, as metrics label it.
-fn op_name(route: Option<&str>) -> &'static str {
+fn op_name(route: Option<&str>, delete: bool) -> &'static str {
     match route {
         Some("/v1/leases/{key}/acquire") => "acquire",
         Some("/v1/leases/{key}/renew") => "renew",
         Some("/v1/leases/{key}/release") => "release",
         Some("/v1/leases/{key}/forward") => "forward",
+        Some("/v1/leases/{key}") if delete => "revoke",
         Some("/v1/leases/{key}") => "owner",
         Some("/v1/leases") => "list",
         Some("/v1/events") => "events",
+        Some("/v1/events/recent") => "recent",
         Some(_) => "ops",
         None => "unrouted",
     }
