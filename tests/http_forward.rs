@@ -272,3 +272,18 @@ async fn an_owner_reply_too_large_once_base64_encoded_is_502_reply_too_large() {
     assert_error(&reply, 502, "reply_too_large");
     assert_owner(&reply, "big", &lease);
 }
+
+#[tokio::test]
+async fn a_raw_forward_returns_a_reply_that_would_be_too_large_in_base64() {
+    let (_server, _gateway, client, http, _dir) = small_server().await;
+    let lease = acquire(&http, "k", "big").await;
+    let _owner = owner(&client, "big", Answer::Bytes(3500)).await;
+    // 3500 bytes fit the owner hop (4096); only base64 would not fit.
+    let resp = raw(&http, "k", "?timeout_ms=2000", b"x".to_vec()).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.headers()["dagnats-lease-fence"],
+        lease["revision"].to_string().as_str()
+    );
+    assert_eq!(resp.bytes().await.unwrap().to_vec(), vec![b'x'; 3500]);
+}

@@ -6,7 +6,6 @@
 //! lease first so a new owner is followed; at most 3 attempts, all within
 //! `timeout_ms`. A timeout is never retried: the owner may have acted.
 
-use base64::Engine;
 use tokio::time::Instant;
 
 use super::error::{ForwardError, LeaseError, Tried};
@@ -14,6 +13,15 @@ use super::leases::LeaseCore;
 use super::model::{ForwardRequest, Forwarded, Payload};
 use crate::inbox::{HopOutcome, OwnerInbox};
 use crate::store::record::Entry;
+
+/// How the caller carries the owner's reply back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReplyEncoding {
+    /// In a JSON reply, base64-encoded: it must fit max_payload that way.
+    Base64,
+    /// As raw bytes.
+    Raw,
+}
 
 /// "A call makes at most 3 attempts."
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -24,6 +32,21 @@ const REPLY_OVERHEAD: usize = 64;
 impl LeaseCore {
     /// Sends `req.payload` to the key's owner and returns its reply body.
     pub async fn forward(&self, req: ForwardRequest) -> Result<Forwarded, ForwardError> {
+        self.forward_as(req, ReplyEncoding::Base64).await
+    }
+
+    /// [`forward`](Self::forward) for a caller that takes the owner's reply
+    /// as raw bytes (HTTP's raw mode): no base64 on the way back, so no
+    /// `reply_too_large`; the reply already fit the owner hop.
+    pub async fn forward_raw(&self, req: ForwardRequest) -> Result<Forwarded, ForwardError> {
+        self.forward_as(req, ReplyEncoding::Raw).await
+    }
+
+    async fn forward_as(
+        &self,
+        req: ForwardRequest,
+        encoding: ReplyEncoding,
+    ) -> Result<Forwarded, ForwardError> {
         let deadline = Instant::now() + req.timeout_ms.duration();
         let key = req.key.as_str();
         let bucket = self.bucket()?;
@@ -76,10 +99,10 @@ impl LeaseCore {
             crate::metrics::forward_attempt(outcome.name());
             match outcome {
                 HopOutcome::Replied(body) => {
-                    let encoded = base64::engine::general_purpose::STANDARD
-                        .encode(&body)
-                        .len();
-                    if encoded + key.len() + holder.len() + REPLY_OVERHEAD > max_payload {
+                    let encoded = base64::encoded_len(body.len(), true).unwrap_or(usize::MAX);
+                    if encoding == ReplyEncoding::Base64
+                        && encoded + key.len() + holder.len() + REPLY_OVERHEAD > max_payload
+                    {
                         return Err(fail(
                             LeaseError::ReplyTooLarge(format!(
                                 "the owner's reply of {} bytes does not fit max_payload ({max_payload} bytes) once base64-encoded; reply with a reference instead",

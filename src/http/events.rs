@@ -84,6 +84,7 @@ pub async fn events(
     let client = SseClient::connected();
     let stream =
         feed(live, filter, after.unwrap_or(0), resume, s.stop.clone()).map(move |change| {
+            // The stream owns the guard: this client counts until it ends.
             let _counted = &client;
             Ok(Event::default()
                 .event(change.kind.as_str())

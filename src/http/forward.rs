@@ -88,7 +88,7 @@ pub async fn forward(
         ("timeout_ms", timeout.unwrap_or(Value::Null)),
     ])?;
     req.payload = Payload(body);
-    let reply = s.core.forward(req).await?;
+    let reply = s.core.forward_raw(req).await?;
     // `Dagnats-Lease-Holder` and `Dagnats-Lease-Fence` name the owner.
     let headers = [
         (
