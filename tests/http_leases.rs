@@ -299,10 +299,8 @@ async fn a_wrong_method_is_405_method_not_allowed() {
         405,
         "method_not_allowed",
     );
-    let delete = http
-        .send(http.request(Method::DELETE, "/v1/leases/k"))
-        .await;
-    assert_error(&delete, 405, "method_not_allowed");
+    let put = http.send(http.request(Method::PUT, "/v1/leases/k")).await;
+    assert_error(&put, 405, "method_not_allowed");
 }
 
 #[tokio::test]
@@ -357,4 +355,105 @@ async fn an_old_server_answers_501_unsupported_and_is_not_ready() {
     assert_error(&http.get("/v1/leases/k").await, 501, "unsupported");
     assert_error(&http.get("/v1/leases").await, 501, "unsupported");
     assert_error(&http.get("/readyz").await, 503, "unsupported");
+}
+
+#[tokio::test]
+async fn revoke_frees_a_held_key_with_a_higher_fence_and_names_the_holder() {
+    let (s, http) = setup().await;
+    let held = s
+        .call(
+            "acquire",
+            json!({"key": "stuck", "holder": "zombie", "ttl_ms": 60000}),
+        )
+        .await;
+    let revoked = http
+        .send(http.request(Method::DELETE, "/v1/leases/stuck"))
+        .await;
+    assert_eq!(revoked.status, 200, "{}", revoked.body);
+    let fence = rev(&revoked.body);
+    assert!(fence > rev(&held));
+    assert_eq!(
+        revoked.body,
+        json!({"released": true, "held": false, "key": "stuck", "holder": "zombie", "revision": fence})
+    );
+    assert_eq!(
+        s.call("owner", json!({"key": "stuck"})).await,
+        json!({"held": false, "key": "stuck"})
+    );
+    // The old holder's fence is stale everywhere, and its release is no
+    // repeat success: it did not release, it was revoked.
+    let renew =
+        json!({"key": "stuck", "holder": "zombie", "revision": held["revision"], "ttl_ms": 60000});
+    assert_eq!(s.call("renew", renew).await["kind"], "lost");
+    let release = json!({"key": "stuck", "holder": "zombie", "revision": held["revision"]});
+    assert_eq!(s.call("release", release).await["kind"], "lost");
+}
+
+#[tokio::test]
+async fn revoke_of_a_free_key_is_404_not_held() {
+    let (_s, http) = setup().await;
+    let reply = http
+        .send(http.request(Method::DELETE, "/v1/leases/free"))
+        .await;
+    assert_error(&reply, 404, "not_held");
+}
+
+#[tokio::test]
+async fn revoke_needs_the_write_token() {
+    let server = NatsServer::start().await;
+    let gateway = Gateway::spawn(
+        &server.url,
+        &[],
+        &[
+            ("DAGNATS_HTTP_TOKEN", "w"),
+            ("DAGNATS_HTTP_READ_TOKEN", "r"),
+        ],
+    );
+    gateway.wait_serving().await;
+    let http = Http::of(&gateway).await;
+    for token in [None, Some("r"), Some("wrong")] {
+        let api = token.map_or(http.clone(), |t| http.with_token(t));
+        let reply = api.send(api.request(Method::DELETE, "/v1/leases/k")).await;
+        assert_error(&reply, 401, "unauthorized");
+    }
+    let writer = http.with_token("w");
+    let reply = writer
+        .send(writer.request(Method::DELETE, "/v1/leases/k"))
+        .await;
+    assert_ne!(reply.status, 401, "{}", reply.body);
+}
+
+#[tokio::test]
+async fn recent_events_list_the_last_changes_oldest_first() {
+    let (s, http) = setup().await;
+    let a = s
+        .call(
+            "acquire",
+            json!({"key": "r", "holder": "h", "ttl_ms": 60000}),
+        )
+        .await;
+    let x = s
+        .call(
+            "release",
+            json!({"key": "r", "holder": "h", "revision": a["revision"]}),
+        )
+        .await;
+    let events = common::eventually(
+        "both changes",
+        std::time::Duration::from_secs(5),
+        || async {
+            let reply = http.get("/v1/events/recent").await;
+            let events = reply.body["events"].as_array().cloned().unwrap_or_default();
+            (events.len() == 2).then_some(events)
+        },
+    )
+    .await;
+    assert_eq!(events[0]["event"], "acquired");
+    assert_eq!(events[0]["revision"], a["revision"]);
+    assert_eq!(events[0]["holder"], "h");
+    assert_eq!(events[0]["lease"]["revision"], a["revision"]);
+    assert_eq!(events[1]["event"], "released");
+    assert_eq!(events[1]["revision"], x["revision"]);
+    assert_eq!(events[1]["holder"], "h");
+    common::timestamp(&events[1]["at"]);
 }
