@@ -123,6 +123,8 @@ impl Session {
     }
 
     async fn screenshot(&self, name: &str) {
+        // Let the last redraw reach the screen; the picture is not checked.
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
         let png = self.browser.screenshot().await.expect("screenshot");
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-output");
         std::fs::create_dir_all(&dir).unwrap();

@@ -71,10 +71,12 @@ function ago(ms) {
 }
 function left(ms) { return ms <= 0 ? 'expiring' : (ms / 1000).toFixed(1) + 's'; }
 function clock(at) { return new Date(at).toISOString().slice(11, 23); }
+// A stable colour per holder; FNV-1a spreads names that differ in one
+// character (worker-1, worker-2) far apart on the wheel.
 function colour(holder) {
-  let h = 0;
-  for (const c of holder || '') h = (h * 31 + c.charCodeAt(0)) >>> 0;
-  return `hsl(${h % 360} 60% 50%)`;
+  let h = 0x811c9dc5;
+  for (const c of holder || '') h = Math.imul(h ^ c.charCodeAt(0), 16777619) >>> 0;
+  return `hsl(${h % 360} 60% 45%)`;
 }
 
 // ---- the table
@@ -343,8 +345,14 @@ async function stream() {
 
 // ---- the timeline: one lane per key, a segment per tenure
 
-function segments(now) {
-  const start = now - WINDOW_MS;
+// The window: the last 5 minutes, or less while the page has seen less
+// (never under 30 s), so a fresh page is not a sliver at the right edge.
+function windowStart(now) {
+  const first = state.history.length ? state.history[0].at : now;
+  return now - Math.min(WINDOW_MS, Math.max(30_000, now - first));
+}
+
+function segments(now, start) {
   const lanes = new Map(); // key -> {open, done: []}
   const lane = (key) => {
     if (!lanes.has(key)) lanes.set(key, { open: null, done: [] });
@@ -375,15 +383,16 @@ function segments(now) {
 
 function drawTimeline() {
   const now = Date.now();
-  const lanes = segments(now);
-  const width = 1000, laneH = 22, label = 150;
-  const x = (t) => label + ((t - (now - WINDOW_MS)) / WINDOW_MS) * (width - label);
+  const start = windowStart(now);
+  const lanes = segments(now, start);
+  const width = Math.max(300, $('timeline').clientWidth), laneH = 22, label = 120;
+  const x = (t) => label + ((t - start) / (now - start)) * (width - label);
   const parts = [];
   lanes.forEach((lane, i) => {
     const y = i * laneH;
     parts.push(`<text x="0" y="${y + 15}" class="lane">${escapeXml(lane.key)}</text>`);
     for (const s of lane.segs) {
-      const x0 = x(Math.max(s.from, now - WINDOW_MS)), x1 = Math.max(x0 + 2, x(s.to));
+      const x0 = x(Math.max(s.from, start)), x1 = Math.max(x0 + 2, x(s.to));
       parts.push(`<g class="segment" data-key="${escapeXml(lane.key)}" data-holder="${escapeXml(s.holder || '')}" data-fence="${s.fence}">` +
         `<rect x="${x0}" y="${y + 3}" width="${x1 - x0}" height="${laneH - 6}" fill="${colour(s.holder)}" rx="3"><title>${escapeXml(s.holder || '?')} fence ${s.fence}</title></rect>` +
         (x1 - x0 > 60 ? `<text x="${x0 + 4}" y="${y + 15}" fill="#fff">${escapeXml(s.holder || '?')} #${s.fence}</text>` : '') + '</g>');
@@ -391,8 +400,9 @@ function drawTimeline() {
   });
   const height = Math.max(laneH, lanes.length * laneH);
   $('timeline').innerHTML = lanes.length
-    ? `<svg viewBox="0 0 ${width} ${height}" preserveAspectRatio="none" height="${height}">${parts.join('')}</svg>`
+    ? `<svg viewBox="0 0 ${width} ${height}" width="${width}" height="${height}">${parts.join('')}</svg>`
     : '<p class="muted">Nothing changed in the last 5 minutes.</p>';
+  $('timeline-title').textContent = `Ownership, last ${ago(now - start)}`;
 }
 
 function escapeXml(s) {
