@@ -12,6 +12,7 @@
 mod etcd_ops;
 mod floor;
 mod gateway_ops;
+mod http_ops;
 mod measure;
 mod procs;
 mod report;
@@ -53,6 +54,8 @@ pub struct Params {
     pub scale_holders: Vec<u64>,
     pub scale_ttl_ms: u64,
     pub scale_seconds: u64,
+    pub sse_clients: u64,
+    pub sse_changes: u64,
 }
 
 impl Params {
@@ -65,6 +68,8 @@ impl Params {
                 scale_holders: vec![50],
                 scale_ttl_ms: 3_000,
                 scale_seconds: 3,
+                sse_clients: 10,
+                sse_changes: 10,
             }
         } else {
             Params {
@@ -74,6 +79,8 @@ impl Params {
                 scale_holders: vec![1_000, 10_000],
                 scale_ttl_ms: 3_000,
                 scale_seconds: 15,
+                sse_clients: 1_000,
+                sse_changes: 200,
             }
         }
     }
@@ -92,7 +99,7 @@ async fn main() {
     let params = Params::new(cli.smoke);
     eprintln!("parameters: {params:?}");
     let (_nats_proc, nats_url) = procs::nats_server();
-    let gateway = procs::gateway(&nats_url);
+    let (gateway, http_base) = procs::gateway(&nats_url);
     let gateway_pid = gateway.child.id();
     let nats = async_nats::connect(&nats_url).await.expect("connect");
     let leases = LeaseClient::new(nats.clone()).with_timeout(Duration::from_secs(10));
@@ -107,6 +114,9 @@ async fn main() {
     };
     eprintln!("gateway, sequential ...");
     let nats_ops = gateway_ops::sequential_ops(&leases, n).await;
+    eprintln!("gateway over HTTP, sequential ...");
+    let http = reqwest::Client::new();
+    let http_ops = http_ops::sequential_ops(&http, &http_base, n).await;
     eprintln!("gateway, concurrent ...");
     let (clients, secs) = (
         params.concurrent_clients,
@@ -141,11 +151,23 @@ async fn main() {
         scales.push(scale::run(&leases, gateway_pid, *holders, ttl, run_for).await);
     }
 
+    eprintln!("SSE fan-out, {} clients ...", params.sse_clients);
+    let fan_out = http_ops::fan_out(
+        &http,
+        &http_base,
+        gateway_pid,
+        params.sse_clients,
+        params.sse_changes,
+    )
+    .await;
+
     let results = report::Results {
         machine: report::machine(),
         params,
         floor,
-        nats: report::NatsOps::from(nats_ops),
+        nats: report::Ops::from(nats_ops),
+        http: report::Ops::from(http_ops),
+        fan_out,
         renew_per_second: renew_tp,
         owner_per_second: owner_tp,
         etcd,

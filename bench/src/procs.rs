@@ -80,10 +80,11 @@ pub fn nats_server() -> (Proc, String) {
     )
 }
 
-/// The gateway, as a separate process of this binary.
-pub fn gateway(nats_url: &str) -> Proc {
+/// The gateway, as a separate process of this binary, and its HTTP base URL.
+pub fn gateway(nats_url: &str) -> (Proc, String) {
+    let http = format!("127.0.0.1:{}", free_port());
     let mut child = Command::new(std::env::current_exe().expect("own path"))
-        .args(["gateway", "--nats-url", nats_url])
+        .args(["gateway", "--nats-url", nats_url, "--http-addr", &http])
         .env("DAGNATS_LOG", "info")
         // Its HTTP API is not measured; any free port keeps 8080 out of it.
         .env("DAGNATS_HTTP_ADDR", "127.0.0.1:0")
@@ -92,7 +93,7 @@ pub fn gateway(nats_url: &str) -> Proc {
         .spawn()
         .expect("starting the gateway");
     wait_for_line(&mut child, "leases bucket ready", "the gateway");
-    Proc { child, _dir: None }
+    (Proc { child, _dir: None }, format!("http://{http}"))
 }
 
 /// etcd (Debian's etcd-server 3.4): `ETCD_BIN`, else `/usr/bin/etcd`.

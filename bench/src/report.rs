@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::Params;
 use crate::gateway_ops::Sequential;
+use crate::http_ops::FanOut;
 use crate::measure::Latency;
 use crate::scale::Scale;
 
@@ -17,7 +18,7 @@ pub struct Floor {
 }
 
 #[derive(Serialize)]
-pub struct NatsOps {
+pub struct Ops {
     pub acquire: Latency,
     pub renew: Latency,
     pub owner: Latency,
@@ -25,9 +26,9 @@ pub struct NatsOps {
     pub forward: Latency,
 }
 
-impl From<Sequential> for NatsOps {
+impl From<Sequential> for Ops {
     fn from(s: Sequential) -> Self {
-        NatsOps {
+        Ops {
             acquire: s.acquire,
             renew: s.renew,
             owner: s.owner,
@@ -66,7 +67,9 @@ pub struct Results {
     pub machine: Machine,
     pub params: Params,
     pub floor: Floor,
-    pub nats: NatsOps,
+    pub nats: Ops,
+    pub http: Ops,
+    pub fan_out: FanOut,
     pub renew_per_second: f64,
     pub owner_per_second: f64,
     pub etcd: Option<Etcd>,
@@ -210,6 +213,23 @@ impl Results {
                 s.gateway_rss_mb
             );
         }
+        let f = &self.fan_out;
+        let _ = writeln!(
+            out,
+            "\n| SSE fan-out | changes | deliveries | deliveries/s | lag p50 ms | lag p99 ms | gateway RSS MB |"
+        );
+        let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- | --- |");
+        let _ = writeln!(
+            out,
+            "| {} clients | {} | {} | {:.0} | {} | {} | {:.1} |",
+            f.clients,
+            f.changes,
+            f.delivered,
+            f.delivered_per_second,
+            ms(f.lag.p50_us),
+            ms(f.lag.p99_us),
+            f.gateway_rss_mb
+        );
         out
     }
 }

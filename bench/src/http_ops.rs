@@ -1,0 +1,207 @@
+//! The same operations over the HTTP front, and Server-Sent Events
+//! fan-out to many subscribers.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::gateway_ops::Sequential;
+use crate::measure::{Latency, Recorder, sequential};
+use crate::procs::usage;
+
+const TTL_MS: u64 = 60_000;
+
+async fn post(http: &reqwest::Client, url: String, body: Value) -> Value {
+    let reply = http
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .expect("HTTP request");
+    assert!(reply.status().is_success(), "{}", reply.status());
+    reply.json().await.expect("JSON reply")
+}
+
+/// Latency of each operation over HTTP, one call after another.
+pub async fn sequential_ops(http: &reqwest::Client, base: &str, n: u64) -> Sequential {
+    let acquire = sequential(n, |i| async move {
+        let body = json!({"holder": "bench", "ttl_ms": TTL_MS});
+        post(http, format!("{base}/v1/leases/hacq-{i}/acquire"), body).await;
+    })
+    .await;
+    let held = post(
+        http,
+        format!("{base}/v1/leases/hrenew/acquire"),
+        json!({"holder": "bench", "ttl_ms": TTL_MS}),
+    )
+    .await;
+    let fence = std::cell::Cell::new(held["revision"].as_u64().unwrap());
+    let renew = sequential(n, |_| async {
+        let body = json!({"holder": "bench", "revision": fence.get(), "ttl_ms": TTL_MS});
+        let r = post(http, format!("{base}/v1/leases/hrenew/renew"), body).await;
+        fence.set(r["revision"].as_u64().unwrap());
+    })
+    .await;
+    let owner = sequential(n, |_| async {
+        http.get(format!("{base}/v1/leases/hrenew"))
+            .send()
+            .await
+            .expect("owner")
+            .bytes()
+            .await
+            .unwrap();
+    })
+    .await;
+    let total = n + n / 10;
+    let mut fences = Vec::new();
+    for i in 0..total {
+        let r = post(
+            http,
+            format!("{base}/v1/leases/hrel-{i}/acquire"),
+            json!({"holder": "bench", "ttl_ms": TTL_MS}),
+        )
+        .await;
+        fences.push(r["revision"].as_u64().unwrap());
+    }
+    let next = std::cell::Cell::new(0usize);
+    let release = sequential(n, |_| {
+        let i = next.get();
+        next.set(i + 1);
+        let body = json!({"holder": "bench", "revision": fences[i]});
+        async move {
+            post(http, format!("{base}/v1/leases/hrel-{i}/release"), body).await;
+        }
+    })
+    .await;
+    let forward = sequential(n, |_| async {
+        let body = json!({"payload": "cGluZw==", "timeout_ms": 5000});
+        post(http, format!("{base}/v1/leases/fwd/forward"), body).await;
+    })
+    .await;
+    Sequential {
+        acquire,
+        renew,
+        owner,
+        release,
+        forward,
+    }
+}
+
+/// What SSE fan-out came to.
+#[derive(Debug, Clone, Serialize)]
+pub struct FanOut {
+    pub clients: u64,
+    pub changes: u64,
+    pub delivered: u64,
+    pub delivered_per_second: f64,
+    /// From the start of the write to each client's receipt.
+    pub lag: Latency,
+    pub gateway_rss_mb: f64,
+}
+
+/// `clients` event-stream subscribers; `changes` renewals at a steady pace;
+/// every delivery's lag is recorded.
+pub async fn fan_out(
+    http: &reqwest::Client,
+    base: &str,
+    gateway_pid: u32,
+    clients: u64,
+    changes: u64,
+) -> FanOut {
+    let mut readers = Vec::new();
+    for _ in 0..clients {
+        let resp = http
+            .get(format!("{base}/v1/events?key=fan"))
+            .send()
+            .await
+            .expect("event stream");
+        // Each client notes when each revision reached it; lags are worked
+        // out once every write's start is known.
+        readers.push(tokio::spawn(async move {
+            let mut body = resp.bytes_stream();
+            let mut buf = String::new();
+            let mut received: Vec<(u64, Instant)> = Vec::new();
+            while let Some(Ok(chunk)) = body.next().await {
+                buf.push_str(&String::from_utf8_lossy(&chunk));
+                while let Some(end) = buf.find("\n\n") {
+                    let event: String = buf.drain(..end + 2).collect();
+                    let id = event
+                        .lines()
+                        .find_map(|l| l.strip_prefix("id:"))
+                        .map(str::trim);
+                    if let Some(id) = id.and_then(|id| id.parse().ok()) {
+                        received.push((id, Instant::now()));
+                    }
+                }
+                if received.len() as u64 > changes {
+                    break;
+                }
+            }
+            received
+        }));
+    }
+    // Every client is connected once the gateway counts it.
+    let connected = format!("dagnats_sse_clients {clients}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let metrics = http
+            .get(format!("{base}/metrics"))
+            .send()
+            .await
+            .expect("metrics");
+        if metrics
+            .text()
+            .await
+            .unwrap_or_default()
+            .contains(&connected)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let rss_mb = usage(gateway_pid).rss_bytes as f64 / 1_048_576.0;
+    let held = post(
+        http,
+        format!("{base}/v1/leases/fan/acquire"),
+        json!({"holder": "bench", "ttl_ms": TTL_MS}),
+    )
+    .await;
+    let mut fence = held["revision"].as_u64().unwrap();
+    let mut sent = HashMap::new();
+    let started = Instant::now();
+    for _ in 0..changes {
+        let at = Instant::now();
+        let body = json!({"holder": "bench", "revision": fence, "ttl_ms": TTL_MS});
+        let r = post(http, format!("{base}/v1/leases/fan/renew"), body).await;
+        fence = r["revision"].as_u64().unwrap();
+        sent.insert(fence, at);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut lags = Recorder::default();
+    let mut delivered = 0;
+    for reader in readers {
+        let Ok(Ok(received)) = tokio::time::timeout(Duration::from_secs(10), reader).await else {
+            continue;
+        };
+        for (id, at) in received {
+            if let Some(start) = sent.get(&id) {
+                lags.record(at - *start);
+                delivered += 1;
+            }
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let lag = lags.latency();
+    FanOut {
+        clients,
+        changes,
+        delivered,
+        delivered_per_second: delivered as f64 / elapsed,
+        lag,
+        gateway_rss_mb: rss_mb.max(usage(gateway_pid).rss_bytes as f64 / 1_048_576.0),
+    }
+}
