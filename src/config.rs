@@ -167,9 +167,13 @@ impl Config {
 }
 
 impl NatsConfig {
-    /// The servers, as async-nats takes them.
-    pub fn servers(&self) -> String {
-        self.nats_url.join(",")
+    /// The servers, as async-nats takes them: a list, since async-nats
+    /// parses a single string as one URL, so `a,b,c` would not connect.
+    pub fn servers(&self) -> Vec<String> {
+        self.nats_url
+            .iter()
+            .map(|url| url.trim().to_string())
+            .collect()
     }
 
     /// The NATS connection options (auth, TLS) these settings describe.
