@@ -3,6 +3,8 @@
 //! process is killed on drop, so tests run in parallel without clashing.
 #![allow(dead_code)] // each test binary uses its own part of the harness
 
+pub mod cluster;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};

@@ -1,0 +1,178 @@
+//! The seed's promises on a three-node JetStream cluster with several
+//! gateways: reads through the stream leader, one event per change, one
+//! answer per request, and failover of a gateway's connection.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::cluster::{self, Cluster, NODES};
+use common::{call, eventually, stream_info, try_call};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+/// A cluster with one gateway pinned to each node (its `NATS_URL` names
+/// only that node), and one client per node.
+struct Pinned {
+    _cluster: Cluster,
+    _gateways: Vec<common::Gateway>,
+    clients: Vec<async_nats::Client>,
+}
+
+impl Pinned {
+    async fn start() -> Self {
+        let cluster = Cluster::start().await;
+        let mut gateways = Vec::new();
+        let mut clients = Vec::new();
+        for node in &cluster.nodes {
+            gateways.push(cluster::gateway(&node.url).await);
+            clients.push(common::client(&node.url).await);
+        }
+        Pinned {
+            _cluster: cluster,
+            _gateways: gateways,
+            clients,
+        }
+    }
+}
+
+fn acquire(key: &str, holder: &str) -> Value {
+    json!({"key": key, "holder": holder, "ttl_ms": 30000})
+}
+
+#[tokio::test]
+async fn the_bucket_is_created_with_three_replicas() {
+    let p = Pinned::start().await;
+    let info = stream_info(&p.clients[0]).await;
+    assert_eq!(info["config"]["num_replicas"], 3, "{info}");
+    assert_eq!(info["config"]["storage"], "file", "{info}");
+    assert!(info["cluster"]["leader"].is_string(), "{info}");
+    assert_eq!(
+        info["cluster"]["replicas"].as_array().map(Vec::len),
+        Some(NODES - 1),
+        "{info}"
+    );
+}
+
+#[tokio::test]
+async fn an_owner_read_right_after_a_renew_never_returns_an_older_revision_on_any_node() {
+    let p = Pinned::start().await;
+    let lease = call(&p.clients[0], "acquire", acquire("k", "h")).await;
+    let mut revision = lease["revision"].clone();
+    // A queue group prefers subscribers on the publisher's own node, so a
+    // client on node i is answered by the gateway pinned to node i.
+    for round in 0..3 {
+        for writer in 0..NODES {
+            for reader in 0..NODES {
+                let renew =
+                    json!({"key": "k", "holder": "h", "revision": revision, "ttl_ms": 30000});
+                let renewed = call(&p.clients[writer], "renew", renew).await;
+                assert_eq!(renewed["granted"], true, "{renewed}");
+                let owner = call(&p.clients[reader], "owner", json!({"key": "k"})).await;
+                assert_eq!(
+                    owner["revision"], renewed["revision"],
+                    "round {round}: renew through node {writer}, read through node {reader}"
+                );
+                revision = renewed["revision"].clone();
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_change_is_republished_once_however_many_gateways_and_nodes_run() {
+    let p = Pinned::start().await;
+    let mut subs = Vec::new();
+    for client in &p.clients {
+        subs.push(client.subscribe("dagnats.lease.changed.k").await.unwrap());
+        client.flush().await.unwrap();
+    }
+    let a = call(&p.clients[0], "acquire", acquire("k", "h")).await;
+    let renew = json!({"key": "k", "holder": "h", "revision": a["revision"], "ttl_ms": 30000});
+    let r = call(&p.clients[1], "renew", renew).await;
+    let release = json!({"key": "k", "holder": "h", "revision": r["revision"]});
+    let x = call(&p.clients[2], "release", release).await;
+    let expected: Vec<String> = [&a, &r, &x]
+        .iter()
+        .map(|reply| reply["revision"].as_u64().unwrap().to_string())
+        .collect();
+    for (node, sub) in subs.iter_mut().enumerate() {
+        let mut seen = Vec::new();
+        // Everything that arrives within a grace period after the last write.
+        while let Ok(Some(msg)) =
+            tokio::time::timeout(Duration::from_millis(1000), sub.next()).await
+        {
+            let headers = msg.headers.unwrap();
+            seen.push(headers.get("Nats-Sequence").unwrap().to_string());
+        }
+        assert_eq!(seen, expected, "events seen by a subscriber on node {node}");
+    }
+}
+
+#[tokio::test]
+async fn nats_requests_are_answered_by_exactly_one_gateway() {
+    let p = Pinned::start().await;
+    call(&p.clients[0], "acquire", acquire("k", "h")).await;
+    const REQUESTS: usize = 60;
+    for client in &p.clients {
+        let prefix = client.new_inbox();
+        let mut replies = client.subscribe(format!("{prefix}.*")).await.unwrap();
+        client.flush().await.unwrap();
+        for i in 0..REQUESTS {
+            let body = serde_json::to_vec(&json!({"key": "k"})).unwrap();
+            client
+                .publish_with_reply("api.leases.owner", format!("{prefix}.{i}"), body.into())
+                .await
+                .unwrap();
+        }
+        client.flush().await.unwrap();
+        let mut answers: HashMap<String, usize> = HashMap::new();
+        while let Ok(Some(msg)) =
+            tokio::time::timeout(Duration::from_millis(1000), replies.next()).await
+        {
+            let reply: Value = serde_json::from_slice(&msg.payload).unwrap();
+            assert_eq!(reply["holder"], "h", "{reply}");
+            *answers.entry(msg.subject.to_string()).or_default() += 1;
+        }
+        assert_eq!(answers.len(), REQUESTS, "every request answered");
+        assert!(answers.values().all(|&n| n == 1), "{answers:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_gateway_whose_node_is_killed_reconnects_to_another_and_keeps_serving() {
+    let mut cluster = Cluster::start().await;
+    let _gateway = cluster::gateway(&cluster.urls()).await;
+    let on = eventually("the gateway's node", Duration::from_secs(10), || async {
+        cluster.nodes.iter().position(|n| n.gateways() == 1)
+    })
+    .await;
+    let survivor = (on + 1) % NODES;
+    let client = common::client(&cluster.nodes[survivor].url).await;
+    let lease = call(&client, "acquire", acquire("k", "h")).await;
+    assert_eq!(lease["granted"], true, "{lease}");
+
+    cluster.nodes[on].kill();
+    let moved = eventually(
+        "the gateway to reconnect to a surviving node",
+        Duration::from_secs(30),
+        || async {
+            cluster
+                .nodes
+                .iter()
+                .position(|n| n.is_up() && n.gateways() == 1)
+        },
+    )
+    .await;
+    assert_ne!(moved, on);
+    // It serves again once the stream has a leader among the survivors.
+    let renewed = eventually("a renew to succeed", Duration::from_secs(60), || async {
+        let renew =
+            json!({"key": "k", "holder": "h", "revision": lease["revision"], "ttl_ms": 30000});
+        let reply = try_call(&client, "renew", renew).await?;
+        (reply["granted"] == true).then_some(reply)
+    })
+    .await;
+    assert!(renewed["revision"].as_u64() > lease["revision"].as_u64());
+}

@@ -1,0 +1,294 @@
+//! A three-node nats-server cluster on loopback: JetStream clustered over
+//! routes, free ports, a temp store dir per node, `sync_interval: always`,
+//! and the faults a test injects (kill -9, restart, SIGSTOP/SIGCONT).
+//! Gateways on it provision the bucket at 3 replicas.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use super::{Gateway, Log, server_binary};
+
+/// Nodes in a cluster: the smallest that survives losing one.
+pub const NODES: usize = 3;
+
+/// Free loopback ports, all distinct: each is bound at once, then released.
+fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port"))
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+/// One node: its ports, config and store stay the same across restarts.
+pub struct Node {
+    pub name: String,
+    pub url: String,
+    pub http_port: u16,
+    config: PathBuf,
+    child: Option<Child>,
+    pub log: Log,
+}
+
+impl Node {
+    fn launch(&mut self) {
+        let mut child = Command::new(server_binary())
+            .arg("-c")
+            .arg(&self.config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting nats-server");
+        self.log = Log::default();
+        self.log.follow(child.stderr.take().unwrap());
+        self.child = Some(child);
+    }
+
+    async fn wait_ready(&self) {
+        self.log
+            .wait_for("Server is ready", Duration::from_secs(15))
+            .await
+            .unwrap_or_else(|| panic!("{} did not start:\n{}", self.name, self.log.text()));
+    }
+
+    /// Whether the process runs (it may be paused).
+    pub fn is_up(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// kill -9: a crash. The store dir is kept.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts a killed node again on the same ports and store.
+    pub async fn restart(&mut self) {
+        self.kill();
+        self.launch();
+        self.wait_ready().await;
+    }
+
+    /// SIGSTOP: the process freezes with its connections open, like a long
+    /// GC pause or a frozen VM.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT: a paused node carries on where it stopped.
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("node is running");
+        let status = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {signal} {}", self.name);
+    }
+
+    /// The monitoring endpoint's `/connz`: the node's client connections.
+    pub fn connz(&self) -> Option<Value> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.http_port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        stream
+            .write_all(b"GET /connz?limit=1024 HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .ok()?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text).ok()?;
+        serde_json::from_str(text.split_once("\r\n\r\n")?.1).ok()
+    }
+
+    /// How many gateways (connections named `dagnats-leases`) are on this node.
+    pub fn gateways(&self) -> usize {
+        self.connz().map_or(0, |connz| {
+            connz["connections"].as_array().map_or(0, |conns| {
+                conns
+                    .iter()
+                    .filter(|c| c["name"] == "dagnats-leases")
+                    .count()
+            })
+        })
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        // SIGKILL ends a paused process too.
+        self.kill();
+    }
+}
+
+/// Three nodes clustered over loopback routes.
+pub struct Cluster {
+    pub nodes: Vec<Node>,
+    _dir: TempDir,
+}
+
+impl Cluster {
+    /// Starts three nodes and waits until JetStream answers on each.
+    pub async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ports = free_ports(3 * NODES);
+        let (clients, rest) = ports.split_at(NODES);
+        let (routes, https) = rest.split_at(NODES);
+        let route_urls: Vec<String> = routes
+            .iter()
+            .map(|p| format!("\"nats-route://127.0.0.1:{p}\""))
+            .collect();
+        let mut nodes = Vec::new();
+        for i in 0..NODES {
+            let name = format!("n{}", i + 1);
+            let store = dir.path().join(&name);
+            let config = dir.path().join(format!("{name}.conf"));
+            std::fs::write(
+                &config,
+                node_config(
+                    &name,
+                    clients[i],
+                    routes[i],
+                    https[i],
+                    &store,
+                    &route_urls.join(", "),
+                ),
+            )
+            .unwrap();
+            let mut node = Node {
+                name,
+                url: format!("nats://127.0.0.1:{}", clients[i]),
+                http_port: https[i],
+                config,
+                child: None,
+                log: Log::default(),
+            };
+            node.launch();
+            nodes.push(node);
+        }
+        for node in &nodes {
+            node.wait_ready().await;
+        }
+        let cluster = Cluster { nodes, _dir: dir };
+        for node in &cluster.nodes {
+            let client = super::client(&node.url).await;
+            super::eventually(
+                "JetStream to answer on every node",
+                Duration::from_secs(30),
+                || async {
+                    let info = try_js_api(&client, "INFO", json!({})).await?;
+                    info.get("error").is_none().then_some(())
+                },
+            )
+            .await;
+        }
+        cluster
+    }
+
+    /// Every node's client URL, comma-separated, as `NATS_URL` takes them.
+    pub fn urls(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| n.url.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// A client that fails over between every node.
+    pub async fn client(&self) -> async_nats::Client {
+        async_nats::ConnectOptions::new()
+            .retry_on_initial_connect()
+            .max_reconnects(None)
+            .connect(self.nodes.iter().map(|n| n.url.clone()).collect::<Vec<_>>())
+            .await
+            .expect("connecting to the cluster")
+    }
+
+    /// Index of the node that leads `KV_leases`, asked through `client`.
+    pub async fn stream_leader(&self, client: &async_nats::Client) -> Option<usize> {
+        let info = try_js_api(client, "STREAM.INFO.KV_leases", json!({})).await?;
+        let leader = info["cluster"]["leader"].as_str()?;
+        self.nodes.iter().position(|n| n.name == leader)
+    }
+
+    /// Waits until `KV_leases` has a leader and all 3 replicas are current.
+    pub async fn wait_healthy(&self, client: &async_nats::Client, timeout: Duration) -> usize {
+        super::eventually("a healthy KV_leases", timeout, || async {
+            let info = try_js_api(client, "STREAM.INFO.KV_leases", json!({})).await?;
+            let leader = info["cluster"]["leader"].as_str()?;
+            let replicas = info["cluster"]["replicas"].as_array()?;
+            let current = replicas
+                .iter()
+                .filter(|r| r["current"] == true && r["offline"] != true)
+                .count();
+            (current == NODES - 1).then_some(())?;
+            self.nodes.iter().position(|n| n.name == leader)
+        })
+        .await
+    }
+}
+
+/// A JetStream API call, or `None` if nobody answers in 5 s.
+pub async fn try_js_api(client: &async_nats::Client, op: &str, body: Value) -> Option<Value> {
+    let request = client.request(
+        format!("$JS.API.{op}"),
+        serde_json::to_vec(&body).unwrap().into(),
+    );
+    let reply = tokio::time::timeout(Duration::from_secs(5), request)
+        .await
+        .ok()?
+        .ok()?;
+    serde_json::from_slice(&reply.payload).ok()
+}
+
+/// A node's config. `sync_interval: always` because with the default lazy
+/// fsync a crashed node can lose acknowledged writes (Jepsen, NATS 2.12.1)
+/// and so hand out a fence twice.
+fn node_config(
+    name: &str,
+    client_port: u16,
+    route_port: u16,
+    http_port: u16,
+    store: &std::path::Path,
+    routes: &str,
+) -> String {
+    format!(
+        r#"server_name: {name}
+listen: "127.0.0.1:{client_port}"
+http: "127.0.0.1:{http_port}"
+jetstream {{
+  store_dir: "{store}"
+  sync_interval: always
+}}
+cluster {{
+  name: leases
+  listen: "127.0.0.1:{route_port}"
+  routes: [{routes}]
+}}
+"#,
+        store = store.display()
+    )
+}
+
+/// A gateway on `urls` (one URL or a comma-separated list) with the bucket
+/// at 3 replicas, once it serves and the bucket is ready.
+pub async fn gateway(urls: &str) -> Gateway {
+    let gateway = Gateway::spawn(urls, &["--replicas", "3"], &[]);
+    gateway.wait_serving().await;
+    gateway
+        .log
+        .wait_for("leases bucket ready", Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|| panic!("bucket not ready:\n{}", gateway.log.text()));
+    gateway
+}
