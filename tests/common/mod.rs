@@ -3,6 +3,7 @@
 //! process is killed on drop, so tests run in parallel without clashing.
 #![allow(dead_code)] // each test binary uses its own part of the harness
 
+pub mod checker;
 pub mod cluster;
 
 use std::io::{BufRead, BufReader};

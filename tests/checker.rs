@@ -1,0 +1,228 @@
+//! The history checker catches each kind of violation in a hand-made
+//! history, and passes a clean one: a checker that never fails cannot pass.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::checker::{Call, Kind, Op, Outcome, check};
+
+const TTL: Duration = Duration::from_secs(3);
+
+fn at(key: &str, start_ms: u64, end_ms: u64, call: Call) -> Op {
+    Op {
+        key: key.into(),
+        start: Duration::from_millis(start_ms),
+        end: Duration::from_millis(end_ms),
+        call,
+    }
+}
+
+fn granted(revision: u64) -> Outcome {
+    Outcome::Granted {
+        revision,
+        lasts: TTL,
+    }
+}
+
+fn acquire(holder: &str, outcome: Outcome) -> Call {
+    Call::Acquire {
+        holder: holder.into(),
+        ttl: TTL,
+        outcome,
+    }
+}
+
+fn renew(holder: &str, revision: u64, outcome: Outcome) -> Call {
+    Call::Renew {
+        holder: holder.into(),
+        revision,
+        ttl: TTL,
+        outcome,
+    }
+}
+
+fn release(holder: &str, revision: u64, outcome: Outcome) -> Call {
+    Call::Release {
+        holder: holder.into(),
+        revision,
+        outcome,
+    }
+}
+
+fn owner(outcome: Outcome) -> Call {
+    Call::Owner { outcome }
+}
+
+fn held(holder: &str, revision: u64) -> Outcome {
+    Outcome::Held {
+        holder: holder.into(),
+        revision,
+    }
+}
+
+fn processed(holder: &str, fence: u64) -> Call {
+    Call::Processed {
+        holder: holder.into(),
+        fence,
+    }
+}
+
+/// Two tenures on `k` (release, then takeover), an expiry and takeover on
+/// `k2`, reads, forwards, and calls with unknown outcomes.
+fn clean() -> Vec<Op> {
+    vec![
+        at("k", 0, 10, acquire("a", granted(1))),
+        at("k", 1000, 1010, renew("a", 1, granted(2))),
+        at("k", 1020, 1030, owner(held("a", 2))),
+        at("k", 1040, 1050, acquire("b", held("a", 2))),
+        at("k", 1100, 1100, processed("a", 2)),
+        at("k", 1500, 5500, renew("a", 2, Outcome::Unknown)),
+        at(
+            "k",
+            2000,
+            2010,
+            release("a", 2, Outcome::Released { revision: 3 }),
+        ),
+        at("k", 2020, 2030, owner(Outcome::Free)),
+        at("k", 2040, 2050, acquire("b", granted(4))),
+        at("k", 2100, 2100, processed("b", 4)),
+        at("k2", 3000, 3010, acquire("c", granted(5))),
+        // c stops renewing; the server expires the key (marker 6).
+        at("k2", 6500, 6510, renew("c", 5, Outcome::Lost)),
+        at("k2", 7000, 7010, acquire("d", granted(7))),
+        at("k2", 7100, 7110, owner(held("d", 7))),
+    ]
+}
+
+fn kinds(history: &[Op]) -> BTreeSet<String> {
+    check(history)
+        .iter()
+        .map(|v| format!("{:?}", v.kind))
+        .collect()
+}
+
+fn assert_only(history: Vec<Op>, kind: Kind) {
+    let found = kinds(&history);
+    assert_eq!(
+        found,
+        BTreeSet::from([format!("{kind:?}")]),
+        "{:#?}",
+        check(&history)
+    );
+}
+
+fn with(extra: Vec<Op>) -> Vec<Op> {
+    let mut history = clean();
+    history.extend(extra);
+    history
+}
+
+#[test]
+fn a_clean_history_has_no_violation() {
+    let violations = check(&clean());
+    assert!(violations.is_empty(), "{violations:#?}");
+}
+
+#[test]
+fn an_idempotent_acquire_does_not_extend_entitlement() {
+    // a's second acquire returns the same lease, expiring 1 s after that
+    // request started: b taking the key after it is fine.
+    let history = vec![
+        at("k", 0, 10, acquire("a", granted(1))),
+        at(
+            "k",
+            2000,
+            2010,
+            acquire(
+                "a",
+                Outcome::Granted {
+                    revision: 1,
+                    lasts: Duration::from_millis(1000),
+                },
+            ),
+        ),
+        at("k", 3500, 3510, acquire("b", granted(3))),
+    ];
+    assert!(check(&history).is_empty(), "{:#?}", check(&history));
+}
+
+#[test]
+fn a_later_tenure_with_a_lower_fence_is_caught() {
+    assert_only(
+        vec![
+            at("k3", 0, 10, acquire("a", granted(10))),
+            at(
+                "k3",
+                100,
+                110,
+                release("a", 10, Outcome::Released { revision: 11 }),
+            ),
+            at("k3", 200, 210, acquire("b", granted(9))),
+        ],
+        Kind::FenceNotIncreasing,
+    );
+}
+
+#[test]
+fn two_holders_entitled_at_once_are_caught() {
+    assert_only(
+        vec![
+            at("k3", 0, 10, acquire("a", granted(10))),
+            at("k3", 1000, 1010, acquire("b", granted(11))),
+        ],
+        Kind::TwoOwners,
+    );
+}
+
+#[test]
+fn a_read_older_than_a_completed_renew_is_caught() {
+    assert_only(
+        with(vec![at("k", 1020, 1030, owner(held("a", 1)))]),
+        Kind::StaleRead,
+    );
+}
+
+#[test]
+fn a_free_read_of_a_live_unreleased_lease_is_caught() {
+    assert_only(
+        with(vec![at("k2", 3100, 3110, owner(Outcome::Free))]),
+        Kind::StaleRead,
+    );
+}
+
+#[test]
+fn a_revision_acknowledged_twice_is_a_lost_write() {
+    // The stream handed out sequence 5 again after losing the first write.
+    assert_only(
+        with(vec![at("k3", 9000, 9010, acquire("e", granted(5)))]),
+        Kind::LostWrite,
+    );
+}
+
+#[test]
+fn a_forward_processed_after_entitlement_ended_is_caught() {
+    assert_only(
+        vec![at("k", 2005, 2005, processed("a", 2))],
+        Kind::StaleForward,
+    );
+}
+
+#[test]
+fn a_forward_processed_under_a_fence_of_an_earlier_tenure_is_caught() {
+    assert_only(
+        vec![
+            at("k3", 0, 10, acquire("a", granted(10))),
+            at(
+                "k3",
+                100,
+                110,
+                release("a", 10, Outcome::Released { revision: 11 }),
+            ),
+            at("k3", 200, 210, acquire("a", granted(12))),
+            at("k3", 300, 300, processed("a", 10)),
+        ],
+        Kind::StaleForward,
+    );
+}
