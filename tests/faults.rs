@@ -1,0 +1,657 @@
+//! A randomized fault run on a three-node cluster: concurrent holders
+//! acquire, renew at ttl/3, release or abandon keys and answer forwards
+//! under the seed's owner rules; readers read owners; forwarders forward;
+//! meanwhile the run kills -9 the stream leader and restarts it, pauses a
+//! node with SIGSTOP/SIGCONT, and restarts gateways. Every operation is
+//! recorded and the history checked (`common::checker`). Fixed seed,
+//! bounded time; the schedule is seeded, the interleaving is the machine's.
+//!
+//! The short run is part of `cargo test`; the long one is
+//! `cargo test --release --test faults -- --ignored --nocapture`
+//! (`FAULT_RUN_SECS`, default 300, and `FAULT_RUN_SEED` to vary it).
+//! Partitions are not injected: cutting loopback routes needs root and
+//! firewall rules outside the test's own processes.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::checker::{self, Call, Op, Outcome};
+use common::cluster::{self, Cluster};
+use common::{Gateway, timestamp};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+/// The lease TTL every holder asks for; renewals come every third of it.
+const TTL: Duration = Duration::from_secs(3);
+
+/// A client's bound on one call: above the gateway's 4 s store timeout.
+const CALL_TIMEOUT: Duration = Duration::from_secs(6);
+
+/// SplitMix64: a small deterministic generator, so a seed fixes every
+/// choice the run makes without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn millis(&mut self, from: u64, to: u64) -> Duration {
+        Duration::from_millis(from + self.next() % (to - from))
+    }
+}
+
+/// The shape of one run.
+struct Plan {
+    seed: u64,
+    length: Duration,
+    keys: usize,
+    holders: usize,
+    readers: usize,
+    forwarders: usize,
+    gateways: usize,
+}
+
+/// Every operation, and the tallies the run prints.
+struct Recorder {
+    t0: Instant,
+    ops: Mutex<Vec<Op>>,
+    outcomes: Mutex<BTreeMap<String, usize>>,
+}
+
+impl Recorder {
+    fn now(&self) -> Duration {
+        self.t0.elapsed()
+    }
+
+    fn record(&self, op: Op) {
+        self.ops.lock().unwrap().push(op);
+    }
+
+    fn count(&self, what: String) {
+        *self.outcomes.lock().unwrap().entry(what).or_default() += 1;
+    }
+}
+
+/// One call's reply: JSON, or why there was none.
+async fn request(client: &async_nats::Client, op: &str, body: Value) -> Result<Value, String> {
+    let payload = serde_json::to_vec(&body).unwrap();
+    let call = client.request(format!("api.leases.{op}"), payload.into());
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Err(_) => Err("timeout".into()),
+        Ok(Err(err)) => Err(format!("{:?}", err.kind()).to_lowercase()),
+        Ok(Ok(msg)) => serde_json::from_slice(&msg.payload).map_err(|_| "not-json".into()),
+    }
+}
+
+/// The outcome label of a reply, for the tallies.
+fn label(op: &str, reply: &Result<Value, String>) -> String {
+    let what = match reply {
+        Err(why) => why.clone(),
+        Ok(v) if v["kind"].is_string() => v["kind"].as_str().unwrap().to_string(),
+        Ok(v) if v["granted"] == false => "refused".into(),
+        Ok(v) if v["held"] == false && op == "owner" => "free".into(),
+        Ok(_) => "ok".into(),
+    };
+    format!("{op}: {what}")
+}
+
+/// A grant's outcome: the fence, and how long after the request's start
+/// (`wall`) its `expires_at` lies.
+fn granted(reply: &Value, wall: time::OffsetDateTime) -> Outcome {
+    let lasts = timestamp(&reply["expires_at"]) - wall;
+    Outcome::Granted {
+        revision: reply["revision"].as_u64().unwrap(),
+        lasts: lasts.try_into().unwrap_or(Duration::ZERO),
+    }
+}
+
+/// What a holder currently acts as owner of: key, tenure (the acquire's
+/// revision), and until when (offset on the run's clock).
+#[derive(Default)]
+struct Acting(Option<(String, u64, Duration)>);
+
+/// A holder process: its lease calls and its owner inbox.
+struct Holder {
+    name: String,
+    client: async_nats::Client,
+    rec: Arc<Recorder>,
+    acting: Arc<Mutex<Acting>>,
+}
+
+impl Holder {
+    /// Answers forwards under the seed's three rejection rules, recording
+    /// each request it processes.
+    async fn serve_inbox(&self) {
+        let mut inbox = self
+            .client
+            .subscribe(format!("dagnats.lease.inbox.{}.>", self.name))
+            .await
+            .unwrap();
+        self.client.flush().await.unwrap();
+        let (client, rec, acting, name) = (
+            self.client.clone(),
+            self.rec.clone(),
+            self.acting.clone(),
+            self.name.clone(),
+        );
+        tokio::spawn(async move {
+            while let Some(msg) = inbox.next().await {
+                let key = msg.subject.rsplit('.').next().unwrap().to_string();
+                let fence = msg
+                    .headers
+                    .as_ref()
+                    .and_then(|h| h.get("Dagnats-Lease-Fence"))
+                    .and_then(|v| v.as_str().parse::<u64>().ok());
+                let processed = {
+                    let acting = acting.lock().unwrap();
+                    let at = rec.now();
+                    match (&acting.0, fence) {
+                        (Some((k, tenure, until)), Some(fence))
+                            if *k == key && at < *until && fence >= *tenure =>
+                        {
+                            rec.record(Op {
+                                key: key.clone(),
+                                start: at,
+                                end: at,
+                                call: Call::Processed {
+                                    holder: name.clone(),
+                                    fence,
+                                },
+                            });
+                            true
+                        }
+                        _ => false,
+                    }
+                };
+                let Some(reply) = msg.reply else { continue };
+                let mut headers = async_nats::HeaderMap::new();
+                if !processed {
+                    headers.insert("Dagnats-Lease-Reject", "stale");
+                }
+                let _ = client
+                    .publish_with_headers(reply, headers, "done".into())
+                    .await;
+            }
+        });
+    }
+
+    async fn run(self, keys: Vec<String>, mut rng: Rng, until: Duration) {
+        self.serve_inbox().await;
+        while self.rec.now() < until {
+            let key = keys[rng.below(keys.len())].clone();
+            let start = self.rec.now();
+            let wall = time::OffsetDateTime::now_utc();
+            let body = json!({"key": key, "holder": self.name, "ttl_ms": TTL.as_millis() as u64});
+            let reply = request(&self.client, "acquire", body).await;
+            self.rec.count(label("acquire", &reply));
+            let end = self.rec.now();
+            let outcome = match &reply {
+                Ok(v) if v["granted"] == true => granted(v, wall),
+                Ok(v) if v["granted"] == false => Outcome::Held {
+                    holder: v["holder"].as_str().unwrap().into(),
+                    revision: v["revision"].as_u64().unwrap(),
+                },
+                _ => Outcome::Unknown,
+            };
+            if let Outcome::Granted { revision, lasts } = &outcome {
+                let until = start + TTL.min(*lasts);
+                self.acting.lock().unwrap().0 = Some((key.clone(), *revision, until));
+            }
+            let grant = matches!(outcome, Outcome::Granted { .. });
+            self.rec.record(Op {
+                key: key.clone(),
+                start,
+                end,
+                call: Call::Acquire {
+                    holder: self.name.clone(),
+                    ttl: TTL,
+                    outcome: outcome.clone(),
+                },
+            });
+            if grant {
+                let Outcome::Granted { revision, .. } = outcome else {
+                    unreachable!()
+                };
+                self.hold(&key, revision, &mut rng).await;
+            } else {
+                tokio::time::sleep(rng.millis(100, 500)).await;
+            }
+        }
+    }
+
+    /// Renews every ttl/3 for a random number of rounds, then releases the
+    /// key or abandons it to expire; stops at `lost` or when entitlement
+    /// runs out.
+    async fn hold(&self, key: &str, mut revision: u64, rng: &mut Rng) {
+        let rounds = rng.below(6);
+        let mut round = 0;
+        loop {
+            let acting_until = match &self.acting.lock().unwrap().0 {
+                Some((_, _, until)) => *until,
+                None => return,
+            };
+            let now = self.rec.now();
+            let wake = (now + TTL / 3).min(acting_until);
+            tokio::time::sleep(wake.saturating_sub(now)).await;
+            if self.rec.now() >= acting_until {
+                self.acting.lock().unwrap().0 = None;
+                self.rec.count("holder: entitlement ran out".into());
+                return;
+            }
+            if round == rounds {
+                self.acting.lock().unwrap().0 = None;
+                if rng.below(4) == 0 {
+                    self.rec.count("holder: abandoned".into());
+                    return;
+                }
+                self.release(key, revision).await;
+                return;
+            }
+            round += 1;
+            let sent = revision;
+            let start = self.rec.now();
+            let wall = time::OffsetDateTime::now_utc();
+            let body = json!({"key": key, "holder": self.name, "revision": revision,
+                              "ttl_ms": TTL.as_millis() as u64});
+            let reply = request(&self.client, "renew", body).await;
+            self.rec.count(label("renew", &reply));
+            let outcome = match &reply {
+                Ok(v) if v["granted"] == true => granted(v, wall),
+                Ok(v) if v["kind"] == "lost" => Outcome::Lost,
+                _ => Outcome::Unknown,
+            };
+            let end = match &outcome {
+                Outcome::Granted {
+                    revision: new,
+                    lasts,
+                } => {
+                    let end = self.rec.now();
+                    let mut acting = self.acting.lock().unwrap();
+                    if let Some((_, _, until)) = &mut acting.0 {
+                        *until = (*until).max(start + TTL.min(*lasts));
+                    }
+                    revision = *new;
+                    end
+                }
+                Outcome::Lost => {
+                    self.acting.lock().unwrap().0 = None;
+                    self.rec.now()
+                }
+                _ => self.rec.now(),
+            };
+            let lost = outcome == Outcome::Lost;
+            self.rec.record(Op {
+                key: key.into(),
+                start,
+                end,
+                call: Call::Renew {
+                    holder: self.name.clone(),
+                    revision: sent,
+                    ttl: TTL,
+                    outcome,
+                },
+            });
+            if lost {
+                return;
+            }
+        }
+    }
+
+    async fn release(&self, key: &str, revision: u64) {
+        let start = self.rec.now();
+        let body = json!({"key": key, "holder": self.name, "revision": revision});
+        let reply = request(&self.client, "release", body).await;
+        self.rec.count(label("release", &reply));
+        let outcome = match &reply {
+            Ok(v) if v["released"] == true => Outcome::Released {
+                revision: v["revision"].as_u64().unwrap(),
+            },
+            Ok(v) if v["kind"] == "lost" => Outcome::Lost,
+            _ => Outcome::Unknown,
+        };
+        self.rec.record(Op {
+            key: key.into(),
+            start,
+            end: self.rec.now(),
+            call: Call::Release {
+                holder: self.name.clone(),
+                revision,
+                outcome,
+            },
+        });
+    }
+}
+
+/// Reads owners of random keys.
+async fn read(
+    client: async_nats::Client,
+    rec: Arc<Recorder>,
+    keys: Vec<String>,
+    mut rng: Rng,
+    until: Duration,
+) {
+    while rec.now() < until {
+        let key = keys[rng.below(keys.len())].clone();
+        read_owner(&client, &rec, &key).await;
+        tokio::time::sleep(rng.millis(20, 120)).await;
+    }
+}
+
+async fn read_owner(client: &async_nats::Client, rec: &Recorder, key: &str) {
+    let start = rec.now();
+    let reply = request(client, "owner", json!({"key": key})).await;
+    rec.count(label("owner", &reply));
+    let outcome = match &reply {
+        Ok(v) if v["held"] == true => Outcome::Held {
+            holder: v["holder"].as_str().unwrap().into(),
+            revision: v["revision"].as_u64().unwrap(),
+        },
+        Ok(v) if v["held"] == false => Outcome::Free,
+        _ => Outcome::Unknown,
+    };
+    rec.record(Op {
+        key: key.into(),
+        start,
+        end: rec.now(),
+        call: Call::Owner { outcome },
+    });
+}
+
+/// Forwards to the owners of random keys; the owners record what they process.
+async fn forward(
+    client: async_nats::Client,
+    rec: Arc<Recorder>,
+    keys: Vec<String>,
+    mut rng: Rng,
+    until: Duration,
+) {
+    while rec.now() < until {
+        let key = &keys[rng.below(keys.len())];
+        let body = json!({"key": key, "payload": "cGluZw==", "timeout_ms": 1000});
+        let reply = request(&client, "forward", body).await;
+        rec.count(label("forward", &reply));
+        tokio::time::sleep(rng.millis(50, 250)).await;
+    }
+}
+
+/// A fault the run injected, and when.
+#[derive(Debug)]
+enum Fault {
+    KillLeader {
+        node: String,
+        at: Duration,
+    },
+    PauseNode {
+        node: String,
+        leader: bool,
+        at: Duration,
+    },
+    RestartGateway {
+        index: usize,
+        at: Duration,
+    },
+}
+
+/// Injects faults until `until`, then heals everything.
+async fn inject(
+    cluster: &mut Cluster,
+    gateways: &mut [Gateway],
+    rec: &Recorder,
+    mut rng: Rng,
+    until: Duration,
+) -> Vec<Fault> {
+    let ctl = cluster.client().await;
+    let mut faults = Vec::new();
+    let mut next = 0;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    while rec.now() + Duration::from_secs(8) < until {
+        // The first rounds cover every fault kind; then they come at random.
+        let kind = if next < 3 { next } else { rng.below(3) };
+        next += 1;
+        match kind {
+            0 => {
+                let Some(leader) = cluster.stream_leader(&ctl).await else {
+                    continue;
+                };
+                let node = &mut cluster.nodes[leader];
+                node.kill();
+                faults.push(Fault::KillLeader {
+                    node: node.name.clone(),
+                    at: rec.now(),
+                });
+                tokio::time::sleep(rng.millis(1000, 3000)).await;
+                node.restart().await;
+            }
+            1 => {
+                let leader = cluster.stream_leader(&ctl).await;
+                let index = match leader {
+                    Some(leader) if rng.below(2) == 0 => leader,
+                    _ => rng.below(cluster.nodes.len()),
+                };
+                let node = &cluster.nodes[index];
+                node.pause();
+                faults.push(Fault::PauseNode {
+                    node: node.name.clone(),
+                    leader: Some(index) == leader,
+                    at: rec.now(),
+                });
+                tokio::time::sleep(rng.millis(1000, 5000)).await;
+                node.resume();
+            }
+            _ => {
+                let index = rng.below(gateways.len());
+                gateways[index] = Gateway::spawn(&cluster.urls(), &["--replicas", "3"], &[]);
+                faults.push(Fault::RestartGateway {
+                    index,
+                    at: rec.now(),
+                });
+                gateways[index].wait_serving().await;
+            }
+        }
+        cluster.wait_healthy(&ctl, Duration::from_secs(60)).await;
+        tokio::time::sleep(rng.millis(1000, 4000)).await;
+    }
+    faults
+}
+
+/// Runs `plan` and returns the number of violations, printing the figures.
+async fn fault_run(plan: Plan) -> usize {
+    let mut cluster = Cluster::start().await;
+    let mut gateways = Vec::new();
+    for _ in 0..plan.gateways {
+        gateways.push(cluster::gateway(&cluster.urls()).await);
+    }
+    let ctl = cluster.client().await;
+    cluster.wait_healthy(&ctl, Duration::from_secs(60)).await;
+
+    let rec = Arc::new(Recorder {
+        t0: Instant::now(),
+        ops: Mutex::default(),
+        outcomes: Mutex::default(),
+    });
+    let until = plan.length;
+    let keys: Vec<String> = (0..plan.keys).map(|i| format!("shard-{i}")).collect();
+    let mut seeds = Rng(plan.seed);
+    let mut tasks = Vec::new();
+    for i in 0..plan.holders {
+        let holder = Holder {
+            name: format!("holder-{i}"),
+            client: cluster.client().await,
+            rec: rec.clone(),
+            acting: Arc::default(),
+        };
+        tasks.push(tokio::spawn(holder.run(
+            keys.clone(),
+            Rng(seeds.next()),
+            until,
+        )));
+    }
+    for _ in 0..plan.readers {
+        let client = cluster.client().await;
+        tasks.push(tokio::spawn(read(
+            client,
+            rec.clone(),
+            keys.clone(),
+            Rng(seeds.next()),
+            until,
+        )));
+    }
+    for _ in 0..plan.forwarders {
+        let client = cluster.client().await;
+        tasks.push(tokio::spawn(forward(
+            client,
+            rec.clone(),
+            keys.clone(),
+            Rng(seeds.next()),
+            until,
+        )));
+    }
+    let faults = inject(&mut cluster, &mut gateways, &rec, Rng(seeds.next()), until).await;
+    for task in tasks {
+        task.await.unwrap();
+    }
+    // Healed and quiet: every key's final state must reflect every
+    // acknowledged write.
+    cluster.wait_healthy(&ctl, Duration::from_secs(60)).await;
+    for key in &keys {
+        read_owner(&ctl, &rec, key).await;
+    }
+
+    let history = rec.ops.lock().unwrap().clone();
+    let violations = checker::check(&history);
+    report(&plan, &rec, &history, &faults, &violations);
+    violations.len()
+}
+
+/// The first answered call that started after `at`, as a delay from `at`.
+fn back_after(history: &[Op], at: Duration) -> Option<Duration> {
+    history
+        .iter()
+        .filter(|op| op.start >= at && !matches!(op.call, Call::Processed { .. }))
+        .filter(|op| {
+            let outcome = match &op.call {
+                Call::Acquire { outcome, .. }
+                | Call::Renew { outcome, .. }
+                | Call::Release { outcome, .. }
+                | Call::Owner { outcome } => outcome,
+                Call::Processed { .. } => return false,
+            };
+            *outcome != Outcome::Unknown
+        })
+        .map(|op| op.end - at)
+        .min()
+}
+
+fn report(
+    plan: &Plan,
+    rec: &Recorder,
+    history: &[Op],
+    faults: &[Fault],
+    violations: &[checker::Violation],
+) {
+    println!(
+        "fault run: seed {}, {} s, {} keys, {} holders, {} readers, {} forwarders, {} gateways, 3 nodes",
+        plan.seed,
+        plan.length.as_secs(),
+        plan.keys,
+        plan.holders,
+        plan.readers,
+        plan.forwarders,
+        plan.gateways
+    );
+    let outcomes = rec.outcomes.lock().unwrap();
+    let total: usize = outcomes
+        .iter()
+        .filter(|(k, _)| !k.starts_with("holder:"))
+        .map(|(_, n)| n)
+        .sum();
+    println!("operations: {total}");
+    for (what, n) in outcomes.iter() {
+        println!("  {what}: {n}");
+    }
+    let processed = history
+        .iter()
+        .filter(|op| matches!(op.call, Call::Processed { .. }))
+        .count();
+    println!("  forwards processed by owners: {processed}");
+    println!("faults injected: {}", faults.len());
+    let mut longest = Duration::ZERO;
+    for fault in faults {
+        match fault {
+            Fault::KillLeader { node, at } => {
+                let back = back_after(history, *at);
+                longest = longest.max(back.unwrap_or(Duration::MAX));
+                println!(
+                    "  {:>7.1} s kill -9 stream leader {node}, restarted; served again after {back:.1?}",
+                    at.as_secs_f64()
+                );
+            }
+            Fault::PauseNode { node, leader, at } => {
+                let what = if *leader { "stream leader" } else { "follower" };
+                println!(
+                    "  {:>7.1} s SIGSTOP {what} {node}, then SIGCONT; served again after {:.1?}",
+                    at.as_secs_f64(),
+                    back_after(history, *at)
+                );
+            }
+            Fault::RestartGateway { index, at } => {
+                println!(
+                    "  {:>7.1} s gateway {index} killed and started again",
+                    at.as_secs_f64()
+                );
+            }
+        }
+    }
+    println!("longest unavailability after a leader kill: {longest:.1?}");
+    println!("violations: {}", violations.len());
+    for v in violations.iter().take(20) {
+        println!("  {v}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_fault_run_finds_no_violation() {
+    let plan = Plan {
+        seed: 7,
+        length: Duration::from_secs(45),
+        keys: 3,
+        holders: 6,
+        readers: 2,
+        forwarders: 2,
+        gateways: 2,
+    };
+    assert_eq!(fault_run(plan).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "long: cargo test --release --test faults -- --ignored --nocapture"]
+async fn a_long_fault_run_finds_no_violation() {
+    let env = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let plan = Plan {
+        seed: env("FAULT_RUN_SEED", 7),
+        length: Duration::from_secs(env("FAULT_RUN_SECS", 300)),
+        keys: 4,
+        holders: 10,
+        readers: 3,
+        forwarders: 3,
+        gateways: 3,
+    };
+    assert_eq!(fault_run(plan).await, 0);
+}
