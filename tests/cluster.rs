@@ -176,3 +176,31 @@ async fn a_gateway_whose_node_is_killed_reconnects_to_another_and_keeps_serving(
     .await;
     assert!(renewed["revision"].as_u64() > lease["revision"].as_u64());
 }
+
+#[tokio::test]
+async fn concurrent_identical_renews_all_get_the_one_new_fence() {
+    let p = Pinned::start().await;
+    let lease = call(&p.clients[0], "acquire", acquire("k", "h")).await;
+    // A replicated stream refuses a compare-and-set on a key whose previous
+    // write is still in flight with its own code (10164), not 10071. Either
+    // way the renew lost the race to an identical one: a retry of it.
+    let renew = json!({"key": "k", "holder": "h", "revision": lease["revision"], "ttl_ms": 30000});
+    let calls = (0..24).map(|i| call(&p.clients[i % NODES], "renew", renew.clone()));
+    let replies = futures::future::join_all(calls).await;
+    let mut outcomes: HashMap<String, usize> = HashMap::new();
+    for reply in &replies {
+        let outcome = match reply["kind"].as_str() {
+            Some(kind) => kind.to_string(),
+            None => format!("granted at {}", reply["revision"]),
+        };
+        *outcomes.entry(outcome).or_default() += 1;
+    }
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    assert!(
+        outcomes.contains_key(&format!(
+            "granted at {}",
+            lease["revision"].as_u64().unwrap() + 1
+        )),
+        "{outcomes:?}"
+    );
+}

@@ -24,6 +24,9 @@ use serde::Deserialize;
 
 /// JetStream error codes this adapter gives a meaning to.
 const ERR_WRONG_LAST_SEQUENCE: u64 = 10071;
+/// The same refusal from a replicated stream while an earlier write to the
+/// key is still in flight: the write did not land.
+const ERR_WRONG_LAST_SEQUENCE_IN_FLIGHT: u64 = 10164;
 const ERR_NO_MESSAGE_FOUND: u64 = 10037;
 const ERR_STREAM_NOT_FOUND: u64 = 10059;
 
@@ -214,7 +217,7 @@ impl Bucket {
             .map_err(|err| StoreError::Unexpected(format!("publish ack: {err}")))?;
         if let Some(err) = ack.error {
             return Err(match err.err_code {
-                ERR_WRONG_LAST_SEQUENCE => StoreError::Conflict,
+                ERR_WRONG_LAST_SEQUENCE | ERR_WRONG_LAST_SEQUENCE_IN_FLIGHT => StoreError::Conflict,
                 _ => api_error(err),
             });
         }
