@@ -14,7 +14,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -68,6 +68,8 @@ struct Recorder {
     t0: Instant,
     ops: Mutex<Vec<Op>>,
     outcomes: Mutex<BTreeMap<String, usize>>,
+    /// Error sentences of `internal` replies: each deserves a look.
+    internal: Mutex<BTreeSet<String>>,
 }
 
 impl Recorder {
@@ -77,6 +79,17 @@ impl Recorder {
 
     fn record(&self, op: Op) {
         self.ops.lock().unwrap().push(op);
+    }
+
+    /// Tallies a reply by its outcome label, keeping `internal` sentences.
+    fn tally(&self, op: &str, reply: &Result<Value, String>) {
+        if let Ok(v) = reply
+            && v["kind"] == "internal"
+        {
+            let sentence = format!("{op}: {}", v["error"]);
+            self.internal.lock().unwrap().insert(sentence);
+        }
+        self.count(label(op, reply));
     }
 
     fn count(&self, what: String) {
@@ -195,7 +208,7 @@ impl Holder {
             let wall = time::OffsetDateTime::now_utc();
             let body = json!({"key": key, "holder": self.name, "ttl_ms": TTL.as_millis() as u64});
             let reply = request(&self.client, "acquire", body).await;
-            self.rec.count(label("acquire", &reply));
+            self.rec.tally("acquire", &reply);
             let end = self.rec.now();
             let outcome = match &reply {
                 Ok(v) if v["granted"] == true => granted(v, wall),
@@ -266,7 +279,7 @@ impl Holder {
             let body = json!({"key": key, "holder": self.name, "revision": revision,
                               "ttl_ms": TTL.as_millis() as u64});
             let reply = request(&self.client, "renew", body).await;
-            self.rec.count(label("renew", &reply));
+            self.rec.tally("renew", &reply);
             let outcome = match &reply {
                 Ok(v) if v["granted"] == true => granted(v, wall),
                 Ok(v) if v["kind"] == "lost" => Outcome::Lost,
@@ -313,7 +326,7 @@ impl Holder {
         let start = self.rec.now();
         let body = json!({"key": key, "holder": self.name, "revision": revision});
         let reply = request(&self.client, "release", body).await;
-        self.rec.count(label("release", &reply));
+        self.rec.tally("release", &reply);
         let outcome = match &reply {
             Ok(v) if v["released"] == true => Outcome::Released {
                 revision: v["revision"].as_u64().unwrap(),
@@ -352,7 +365,7 @@ async fn read(
 async fn read_owner(client: &async_nats::Client, rec: &Recorder, key: &str) {
     let start = rec.now();
     let reply = request(client, "owner", json!({"key": key})).await;
-    rec.count(label("owner", &reply));
+    rec.tally("owner", &reply);
     let outcome = match &reply {
         Ok(v) if v["held"] == true => Outcome::Held {
             holder: v["holder"].as_str().unwrap().into(),
@@ -381,7 +394,7 @@ async fn forward(
         let key = &keys[rng.below(keys.len())];
         let body = json!({"key": key, "payload": "cGluZw==", "timeout_ms": 1000});
         let reply = request(&client, "forward", body).await;
-        rec.count(label("forward", &reply));
+        rec.tally("forward", &reply);
         tokio::time::sleep(rng.millis(50, 250)).await;
     }
 }
@@ -411,6 +424,7 @@ async fn inject(
     rec: &Recorder,
     mut rng: Rng,
     until: Duration,
+    logs: &mut Vec<common::Log>,
 ) -> Vec<Fault> {
     let ctl = cluster.client().await;
     let mut faults = Vec::new();
@@ -452,7 +466,8 @@ async fn inject(
             }
             _ => {
                 let index = rng.below(gateways.len());
-                gateways[index] = Gateway::spawn(&cluster.urls(), &["--replicas", "3"], &[]);
+                let new = Gateway::spawn(&cluster.urls(), &["--replicas", "3"], &[]);
+                logs.push(std::mem::replace(&mut gateways[index], new).log.clone());
                 faults.push(Fault::RestartGateway {
                     index,
                     at: rec.now(),
@@ -480,6 +495,7 @@ async fn fault_run(plan: Plan) -> usize {
         t0: Instant::now(),
         ops: Mutex::default(),
         outcomes: Mutex::default(),
+        internal: Mutex::default(),
     });
     let until = plan.length;
     let keys: Vec<String> = (0..plan.keys).map(|i| format!("shard-{i}")).collect();
@@ -518,7 +534,17 @@ async fn fault_run(plan: Plan) -> usize {
             until,
         )));
     }
-    let faults = inject(&mut cluster, &mut gateways, &rec, Rng(seeds.next()), until).await;
+    let mut logs = Vec::new();
+    let faults = inject(
+        &mut cluster,
+        &mut gateways,
+        &rec,
+        Rng(seeds.next()),
+        until,
+        &mut logs,
+    )
+    .await;
+    logs.extend(gateways.iter().map(|g| g.log.clone()));
     for task in tasks {
         task.await.unwrap();
     }
@@ -532,6 +558,15 @@ async fn fault_run(plan: Plan) -> usize {
     let history = rec.ops.lock().unwrap().clone();
     let violations = checker::check(&history);
     report(&plan, &rec, &history, &faults, &violations);
+    // What the gateways logged about internal errors and panics.
+    for line in logs
+        .iter()
+        .flat_map(|log| log.text().lines().map(String::from).collect::<Vec<_>>())
+    {
+        if line.contains("ERROR") || line.contains("panicked") {
+            println!("gateway: {line}");
+        }
+    }
     violations.len()
 }
 
@@ -586,6 +621,9 @@ fn report(
         .filter(|op| matches!(op.call, Call::Processed { .. }))
         .count();
     println!("  forwards processed by owners: {processed}");
+    for sentence in rec.internal.lock().unwrap().iter() {
+        println!("  internal error: {sentence}");
+    }
     println!("faults injected: {}", faults.len());
     let mut longest = Duration::ZERO;
     for fault in faults {
