@@ -589,6 +589,13 @@ fn back_after(history: &[Op], at: Duration) -> Option<Duration> {
         .min()
 }
 
+fn served_again(back: Option<Duration>) -> String {
+    match back {
+        Some(back) => format!("served again after {:.1} s", back.as_secs_f64()),
+        None => "no call answered after it".into(),
+    }
+}
+
 fn report(
     plan: &Plan,
     rec: &Recorder,
@@ -625,34 +632,42 @@ fn report(
         println!("  internal error: {sentence}");
     }
     println!("faults injected: {}", faults.len());
-    let mut longest = Duration::ZERO;
+    // `None` once a leader kill was never followed by an answered call.
+    let mut longest = Some(Duration::ZERO);
     for fault in faults {
         match fault {
             Fault::KillLeader { node, at } => {
                 let back = back_after(history, *at);
-                longest = longest.max(back.unwrap_or(Duration::MAX));
+                longest = longest.zip(back).map(|(a, b)| a.max(b));
                 println!(
-                    "  {:>7.1} s kill -9 stream leader {node}, restarted; served again after {back:.1?}",
-                    at.as_secs_f64()
+                    "  {:>6.1} s  kill -9 stream leader {node}, restarted; {}",
+                    at.as_secs_f64(),
+                    served_again(back)
                 );
             }
             Fault::PauseNode { node, leader, at } => {
                 let what = if *leader { "stream leader" } else { "follower" };
                 println!(
-                    "  {:>7.1} s SIGSTOP {what} {node}, then SIGCONT; served again after {:.1?}",
+                    "  {:>6.1} s  SIGSTOP {what} {node}, then SIGCONT; {}",
                     at.as_secs_f64(),
-                    back_after(history, *at)
+                    served_again(back_after(history, *at))
                 );
             }
             Fault::RestartGateway { index, at } => {
                 println!(
-                    "  {:>7.1} s gateway {index} killed and started again",
+                    "  {:>6.1} s  gateway {index} killed -9 and started again",
                     at.as_secs_f64()
                 );
             }
         }
     }
-    println!("longest unavailability after a leader kill: {longest:.1?}");
+    match longest {
+        Some(longest) => println!(
+            "longest unavailability after a leader kill: {:.1} s",
+            longest.as_secs_f64()
+        ),
+        None => println!("longest unavailability after a leader kill: not served again"),
+    }
     println!("violations: {}", violations.len());
     for v in violations.iter().take(20) {
         println!("  {v}");
