@@ -70,6 +70,9 @@ struct Recorder {
     outcomes: Mutex<BTreeMap<String, usize>>,
     /// Error sentences of `internal` replies: each deserves a look.
     internal: Mutex<BTreeSet<String>>,
+    /// Change events as they arrived (at most once): the server's own
+    /// order of writes and expiry markers, for investigating a violation.
+    events: Mutex<Vec<String>>,
 }
 
 impl Recorder {
@@ -399,6 +402,29 @@ async fn forward(
     }
 }
 
+/// Records every change event with its arrival offset.
+async fn watch_events(client: async_nats::Client, rec: Arc<Recorder>) {
+    let mut events = client.subscribe("dagnats.lease.changed.>").await.unwrap();
+    while let Some(msg) = events.next().await {
+        let header = |name: &str| {
+            msg.headers
+                .as_ref()
+                .and_then(|h| h.get(name))
+                .map_or("-", |v| v.as_str())
+                .to_string()
+        };
+        let line = format!(
+            "{:>9.3} {} {} {} {}",
+            rec.now().as_secs_f64(),
+            header("Nats-Sequence"),
+            msg.subject,
+            header("Dagnats-Lease-Event"),
+            header("Nats-Marker-Reason"),
+        );
+        rec.events.lock().unwrap().push(line);
+    }
+}
+
 /// A fault the run injected, and when.
 #[derive(Debug)]
 enum Fault {
@@ -417,7 +443,8 @@ enum Fault {
     },
 }
 
-/// Injects faults until `until`, then heals everything.
+/// Injects faults until `until`, healing each (restart, SIGCONT) and
+/// waiting for a healthy stream before the next.
 async fn inject(
     cluster: &mut Cluster,
     gateways: &mut [Gateway],
@@ -491,11 +518,13 @@ async fn fault_run(plan: Plan) -> usize {
     let ctl = cluster.client().await;
     cluster.wait_healthy(&ctl, Duration::from_secs(60)).await;
 
+    let wall_t0 = time::OffsetDateTime::now_utc();
     let rec = Arc::new(Recorder {
         t0: Instant::now(),
         ops: Mutex::default(),
         outcomes: Mutex::default(),
         internal: Mutex::default(),
+        events: Mutex::default(),
     });
     let until = plan.length;
     let keys: Vec<String> = (0..plan.keys).map(|i| format!("shard-{i}")).collect();
@@ -534,6 +563,7 @@ async fn fault_run(plan: Plan) -> usize {
             until,
         )));
     }
+    tokio::spawn(watch_events(cluster.client().await, rec.clone()));
     let mut logs = Vec::new();
     let faults = inject(
         &mut cluster,
@@ -558,6 +588,9 @@ async fn fault_run(plan: Plan) -> usize {
     let history = rec.ops.lock().unwrap().clone();
     let violations = checker::check(&history);
     report(&plan, &rec, &history, &faults, &violations);
+    if !violations.is_empty() {
+        dump(&plan, &rec, wall_t0, &history, &cluster, &logs);
+    }
     // What the gateways logged about internal errors and panics.
     for line in logs
         .iter()
@@ -568,6 +601,46 @@ async fn fault_run(plan: Plan) -> usize {
         }
     }
     violations.len()
+}
+
+/// Writes the whole history, every node's and gateway's log to a file for
+/// a violation to be investigated, and says where.
+fn dump(
+    plan: &Plan,
+    rec: &Recorder,
+    wall_t0: time::OffsetDateTime,
+    history: &[Op],
+    cluster: &Cluster,
+    logs: &[common::Log],
+) {
+    use std::fmt::Write;
+    let mut text = format!("run start (offset 0) at {wall_t0}\n\n");
+    let mut ops: Vec<&Op> = history.iter().collect();
+    ops.sort_by_key(|op| op.start);
+    for op in ops {
+        let _ = writeln!(
+            text,
+            "{:>9.3} {:>9.3} {} {:?}",
+            op.start.as_secs_f64(),
+            op.end.as_secs_f64(),
+            op.key,
+            op.call
+        );
+    }
+    text.push_str("\n== change events: offset, Nats-Sequence, subject, event or marker\n");
+    for event in rec.events.lock().unwrap().iter() {
+        let _ = writeln!(text, "{event}");
+    }
+    for node in &cluster.nodes {
+        let _ = write!(text, "\n== node {}\n{}\n", node.name, node.all_logs());
+    }
+    for (i, log) in logs.iter().enumerate() {
+        let _ = write!(text, "\n== gateway process {i}\n{}\n", log.text());
+    }
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("fault-run-seed-{}.txt", plan.seed));
+    std::fs::write(&path, text).unwrap();
+    println!("history and logs: {}", path.display());
 }
 
 /// The first answered call that started after `at`, as a delay from `at`.

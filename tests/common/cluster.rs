@@ -35,7 +35,10 @@ pub struct Node {
     pub http_port: u16,
     config: PathBuf,
     child: Option<Child>,
+    /// The current process's stderr.
     pub log: Log,
+    /// The stderr of earlier processes of this node, before restarts.
+    past: Vec<Log>,
 }
 
 impl Node {
@@ -47,9 +50,16 @@ impl Node {
             .stderr(Stdio::piped())
             .spawn()
             .expect("starting nats-server");
-        self.log = Log::default();
+        self.past.push(std::mem::take(&mut self.log));
         self.log.follow(child.stderr.take().unwrap());
         self.child = Some(child);
+    }
+
+    /// Everything the node wrote to stderr, across restarts.
+    pub fn all_logs(&self) -> String {
+        let mut text: Vec<String> = self.past.iter().map(Log::text).collect();
+        text.push(self.log.text());
+        text.join("\n")
     }
 
     async fn wait_ready(&self) {
@@ -172,6 +182,7 @@ impl Cluster {
                 config,
                 child: None,
                 log: Log::default(),
+                past: Vec::new(),
             };
             node.launch();
             nodes.push(node);
