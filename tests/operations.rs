@@ -138,4 +138,11 @@ async fn the_documented_permissions_let_a_gateway_and_a_holder_do_their_work() {
         violation.contains("$KV.leases.notify-leader"),
         "{violation}"
     );
+    // And the gateway never hit a permission it lacks.
+    let log = server.log.text();
+    let refused: Vec<_> = log
+        .lines()
+        .filter(|l| l.contains("Violation") && l.contains("user:dagnats"))
+        .collect();
+    assert!(refused.is_empty(), "{refused:#?}");
 }
