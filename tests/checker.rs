@@ -149,6 +149,36 @@ fn an_idempotent_acquire_does_not_extend_entitlement() {
 }
 
 #[test]
+fn an_acquire_that_finds_the_holders_own_lease_continues_its_entitlement() {
+    // a renews to 12, asks acquire again and gets 12 back, then releases:
+    // its one entitlement ends at the release, so b may take the key.
+    let history = vec![
+        at("k3", 0, 10, acquire("a", granted(10))),
+        at("k3", 1000, 1010, renew("a", 10, granted(12))),
+        at(
+            "k3",
+            2000,
+            2010,
+            acquire(
+                "a",
+                Outcome::Granted {
+                    revision: 12,
+                    lasts: Duration::from_millis(2000),
+                },
+            ),
+        ),
+        at(
+            "k3",
+            2500,
+            2510,
+            release("a", 12, Outcome::Released { revision: 13 }),
+        ),
+        at("k3", 2600, 2610, acquire("b", granted(14))),
+    ];
+    assert!(check(&history).is_empty(), "{:#?}", check(&history));
+}
+
+#[test]
 fn a_later_tenure_with_a_lower_fence_is_caught() {
     assert_only(
         vec![

@@ -307,9 +307,10 @@ fn entitlements<'a>(ops: &[&'a Op]) -> Vec<Entitled<'a>> {
                     ..
                 } => {
                     let until = op.start + (*ttl).min(*lasts);
-                    let same = current
-                        .as_ref()
-                        .is_some_and(|c| c.tenure == *revision && c.to > op.end);
+                    // Granted while still entitled: the holder asked again
+                    // and got its own lease back (at its latest revision),
+                    // so the entitlement and tenure carry on.
+                    let same = current.as_ref().is_some_and(|c| c.to > op.end);
                     if !same {
                         all.extend(current.take());
                         tenure = Some(*revision);
