@@ -601,7 +601,7 @@ async fn fault_run(plan: Plan) -> usize {
     let violations = checker::check(&history);
     report(&plan, &rec, &history, &faults, &violations);
     if !violations.is_empty() {
-        dump(&plan, &rec, wall_t0, &history, &cluster, &logs);
+        dump(&plan, &rec, wall_t0, &history, &violations, &cluster, &logs);
     }
     // What the gateways logged about internal errors and panics.
     for line in logs
@@ -622,11 +622,16 @@ fn dump(
     rec: &Recorder,
     wall_t0: time::OffsetDateTime,
     history: &[Op],
+    violations: &[checker::Violation],
     cluster: &Cluster,
     logs: &[common::Log],
 ) {
     use std::fmt::Write;
-    let mut text = format!("run start (offset 0) at {wall_t0}\n\n");
+    let mut text = String::new();
+    for v in violations {
+        let _ = writeln!(text, "violation: {v}");
+    }
+    let _ = writeln!(text, "\nrun start (offset 0) at {wall_t0}\n");
     let mut ops: Vec<&Op> = history.iter().collect();
     ops.sort_by_key(|op| op.start);
     for op in ops {
