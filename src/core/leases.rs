@@ -1,5 +1,7 @@
 //! [`LeaseCore`]: acquire, renew, release and owner over the bucket.
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use std::sync::Arc;
 use time::OffsetDateTime;
 
@@ -109,108 +111,96 @@ impl LeaseCore {
     /// `revision`. The reply carries the new fence; `acquired_at` stays.
     pub async fn renew(&self, req: RenewRequest) -> Result<Grant, LeaseError> {
         let bucket = self.bucket()?;
-        let key = req.key.as_str();
-        let revision = req.revision.get();
-        if let Some(known) = self.known.at(key, revision) {
-            if known.holder != req.holder.as_str() {
-                return Err(lost(key, &req.holder, req.revision));
-            }
-            match self.renew_at(&bucket, &req, known.acquired_at).await {
-                Err(StoreError::Conflict) => {}
-                done => return done.map_err(|err| self.store_error(err)),
-            }
-        }
-        for _ in 0..MAX_ROUNDS {
-            match self.read(&bucket, key).await? {
-                Some(Entry::Held { seq, record, .. })
-                    if seq == revision && record.holder == req.holder.as_str() =>
-                {
-                    match self.renew_at(&bucket, &req, record.acquired_at).await {
-                        Err(StoreError::Conflict) => continue,
-                        done => return done.map_err(|err| self.store_error(err)),
-                    }
-                }
-                // This very renew already landed and its reply was lost.
-                Some(Entry::Held {
-                    seq,
-                    event: LeaseEvent::Renewed,
-                    record,
-                    stored_at,
-                }) if record.prev == revision && record.holder == req.holder.as_str() => {
-                    let lease = record.lease(key, seq, Some(stored_at));
-                    return Ok(Grant {
-                        granted: true,
-                        lease,
-                    });
-                }
-                _ => return Err(lost(key, &req.holder, req.revision)),
-            }
-        }
-        Err(contention(key))
+        let (key, revision) = (req.key.as_str(), req.revision.get());
+        let write = |held: Known| self.renew_at(&bucket, &req, held.acquired_at).boxed();
+        // This very renew already landed and its reply was lost.
+        let landed = |entry: &Entry| match entry {
+            Entry::Held {
+                seq,
+                event: LeaseEvent::Renewed,
+                record,
+                stored_at,
+            } if record.prev == revision && record.holder == req.holder.as_str() => Some(Grant {
+                granted: true,
+                lease: record.lease(key, *seq, Some(*stored_at)),
+            }),
+            _ => None,
+        };
+        self.fenced(&bucket, key, &req.holder, req.revision, write, landed)
+            .await
     }
 
     /// Frees the key under the same fence check as renew. A lease that
     /// already expired is `lost`.
     pub async fn release(&self, req: ReleaseRequest) -> Result<Released, LeaseError> {
         let bucket = self.bucket()?;
-        let key = req.key.as_str();
-        let revision = req.revision.get();
-        if let Some(known) = self.known.at(key, revision) {
-            if known.holder != req.holder.as_str() {
-                return Err(lost(key, &req.holder, req.revision));
+        let (key, holder, revision) = (req.key.as_str(), req.holder.as_str(), req.revision.get());
+        let write = |held: Known| {
+            self.release_at(&bucket, key, holder, revision, held.ttl_ms, false)
+                .boxed()
+        };
+        // This very release already landed and its reply was lost.
+        let landed = |entry: &Entry| match entry {
+            Entry::Free {
+                seq,
+                released: Some(tombstone),
+            } if tombstone.prev == revision && tombstone.holder == holder && !tombstone.revoked => {
+                Some(Released {
+                    released: true,
+                    held: false,
+                    key: key.to_string(),
+                    holder: holder.to_string(),
+                    revision: *seq,
+                })
             }
-            match self
-                .release_at(
-                    &bucket,
-                    key,
-                    req.holder.as_str(),
-                    revision,
-                    known.ttl_ms,
-                    false,
-                )
-                .await
-            {
+            _ => None,
+        };
+        self.fenced(&bucket, key, &req.holder, req.revision, write, landed)
+            .await
+    }
+
+    /// The fence check renew and release share: `write` runs only while
+    /// `holder` holds `key` at `revision`, known from this gateway's own
+    /// writes and events (one round trip) or else read through the leader.
+    /// A retry whose first write already landed gets `landed`'s answer;
+    /// anything else is `lost`.
+    async fn fenced<'a, T>(
+        &self,
+        bucket: &Bucket,
+        key: &str,
+        holder: &HolderId,
+        revision: Revision,
+        write: impl Fn(Known) -> BoxFuture<'a, Result<T, StoreError>>,
+        landed: impl Fn(&Entry) -> Option<T>,
+    ) -> Result<T, LeaseError> {
+        if let Some(known) = self.known.at(key, revision.get()) {
+            if known.holder != holder.as_str() {
+                return Err(lost(key, holder, revision));
+            }
+            match write(known).await {
                 Err(StoreError::Conflict) => {}
                 done => return done.map_err(|err| self.store_error(err)),
             }
         }
         for _ in 0..MAX_ROUNDS {
-            match self.read(&bucket, key).await? {
+            let entry = self.read(bucket, key).await?;
+            match &entry {
                 Some(Entry::Held { seq, record, .. })
-                    if seq == revision && record.holder == req.holder.as_str() =>
+                    if *seq == revision.get() && record.holder == holder.as_str() =>
                 {
-                    match self
-                        .release_at(
-                            &bucket,
-                            key,
-                            req.holder.as_str(),
-                            revision,
-                            record.ttl_ms,
-                            false,
-                        )
-                        .await
-                    {
+                    let held = Known {
+                        revision: *seq,
+                        holder: record.holder.clone(),
+                        acquired_at: record.acquired_at,
+                        ttl_ms: record.ttl_ms,
+                    };
+                    match write(held).await {
                         Err(StoreError::Conflict) => continue,
                         done => return done.map_err(|err| self.store_error(err)),
                     }
                 }
-                // This very release already landed and its reply was lost.
-                Some(Entry::Free {
-                    seq,
-                    released: Some(tombstone),
-                }) if tombstone.prev == revision
-                    && tombstone.holder == req.holder.as_str()
-                    && !tombstone.revoked =>
-                {
-                    return Ok(Released {
-                        released: true,
-                        held: false,
-                        key: key.to_string(),
-                        holder: tombstone.holder,
-                        revision: seq,
-                    });
-                }
-                _ => return Err(lost(key, &req.holder, req.revision)),
+                Some(entry) => return landed(entry).ok_or_else(|| lost(key, holder, revision)),
+                None => return Err(lost(key, holder, revision)),
             }
         }
         Err(contention(key))
