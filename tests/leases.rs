@@ -401,3 +401,24 @@ async fn leases_survive_a_server_restart() {
     assert_eq!(r["granted"], true, "{r}");
     s.client = common::client(&s.server.url).await;
 }
+
+#[tokio::test]
+async fn renew_in_the_last_moment_before_expiry_is_lost_and_writes_nothing() {
+    // A renew that could land after the server's expiry is due is refused:
+    // nats-server would acknowledge it and then let the overdue expiry
+    // erase it (docs/operations.md), leaving two holders entitled.
+    let s = Setup::start().await;
+    let a = s.call("acquire", acquire("k", "a", 1_000)).await;
+    let expires = timestamp(&a["expires_at"]);
+    let wait = expires - time::OffsetDateTime::now_utc() - Duration::from_millis(150);
+    tokio::time::sleep(wait.try_into().unwrap_or_default()).await;
+    let mut writes = s.client.subscribe("$KV.leases.k").await.unwrap();
+    s.client.flush().await.unwrap();
+    assert_lost(
+        &s.call("renew", renew("k", "a", &a["revision"], 1_000))
+            .await,
+    );
+    use futures::StreamExt;
+    let wrote = tokio::time::timeout(Duration::from_millis(300), writes.next()).await;
+    assert!(wrote.is_err(), "the gateway wrote nothing");
+}

@@ -22,6 +22,21 @@ pub struct Known {
     pub holder: String,
     pub acquired_at: OffsetDateTime,
     pub ttl_ms: u64,
+    /// The lease's expiry, never later than the server's.
+    pub expires_at: OffsetDateTime,
+}
+
+impl Known {
+    /// What `lease`, written at `revision`, tells.
+    pub fn of(revision: u64, lease: &crate::core::model::Lease) -> Self {
+        Known {
+            revision,
+            holder: lease.holder.clone(),
+            acquired_at: lease.acquired_at,
+            ttl_ms: lease.ttl_ms,
+            expires_at: lease.expires_at,
+        }
+    }
 }
 
 /// Last known revision of each key.
@@ -78,6 +93,7 @@ mod tests {
             holder: "h".into(),
             acquired_at: OffsetDateTime::UNIX_EPOCH,
             ttl_ms: 1_000,
+            expires_at: OffsetDateTime::UNIX_EPOCH,
         }
     }
 

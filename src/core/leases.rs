@@ -1,5 +1,7 @@
 //! [`LeaseCore`]: acquire, renew, release and owner over the bucket.
 
+use std::time::Duration;
+
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use std::sync::Arc;
@@ -49,15 +51,7 @@ impl LeaseCore {
     /// gateway's write then costs this one no extra read on the next renew.
     pub fn observe(&self, key: &str, revision: u64, lease: Option<&Lease>) {
         match lease {
-            Some(lease) => self.known.remember(
-                key,
-                Known {
-                    revision,
-                    holder: lease.holder.clone(),
-                    acquired_at: lease.acquired_at,
-                    ttl_ms: lease.ttl_ms,
-                },
-            ),
+            Some(lease) => self.known.remember(key, Known::of(revision, lease)),
             None => self.known.forget_before(key, revision),
         }
     }
@@ -112,7 +106,35 @@ impl LeaseCore {
     pub async fn renew(&self, req: RenewRequest) -> Result<Grant, LeaseError> {
         let bucket = self.bucket()?;
         let (key, revision) = (req.key.as_str(), req.revision.get());
-        let write = |held: Known| self.renew_at(&bucket, &req, held.acquired_at).boxed();
+        let lost = || lost(key, &req.holder, req.revision);
+        let (bucket_ref, req_ref, lost_ref) = (&bucket, &req, &lost);
+        let write = move |held: Known| {
+            let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
+            async move {
+                // A renew racing the lease's own expiry is refused, before
+                // it is sent and after it is acknowledged: nats-server
+                // 2.15 acknowledges a write that replaces a message whose
+                // TTL has run out but is not yet expired, then the overdue
+                // expiry's marker (a subject rollup) erases that write. A
+                // renew acknowledged that late may be gone a moment later,
+                // so the holder must not count on it (docs/operations.md).
+                if too_late(held.expires_at) {
+                    return Ok(Err(lost()));
+                }
+                let grant = self.renew_at(bucket, req, held.acquired_at).await?;
+                Ok(if too_late(held.expires_at) {
+                    tracing::warn!(
+                        key,
+                        revision,
+                        "renew acknowledged after the lease was due to expire: answered lost"
+                    );
+                    Err(lost())
+                } else {
+                    Ok(grant)
+                })
+            }
+            .boxed()
+        };
         // This very renew already landed and its reply was lost.
         let landed = |entry: &Entry| match entry {
             Entry::Held {
@@ -120,14 +142,16 @@ impl LeaseCore {
                 event: LeaseEvent::Renewed,
                 record,
                 stored_at,
-            } if record.prev == revision && record.holder == req.holder.as_str() => Some(Grant {
-                granted: true,
-                lease: record.lease(key, *seq, Some(*stored_at)),
-            }),
+            } if record.prev == revision && record.holder == req.holder.as_str() => {
+                Some(Ok(Grant {
+                    granted: true,
+                    lease: record.lease(key, *seq, Some(*stored_at)),
+                }))
+            }
             _ => None,
         };
         self.fenced(&bucket, key, &req.holder, req.revision, write, landed)
-            .await
+            .await?
     }
 
     /// Frees the key under the same fence check as renew. A lease that
@@ -185,15 +209,13 @@ impl LeaseCore {
         for _ in 0..MAX_ROUNDS {
             let entry = self.read(bucket, key).await?;
             match &entry {
-                Some(Entry::Held { seq, record, .. })
-                    if *seq == revision.get() && record.holder == holder.as_str() =>
-                {
-                    let held = Known {
-                        revision: *seq,
-                        holder: record.holder.clone(),
-                        acquired_at: record.acquired_at,
-                        ttl_ms: record.ttl_ms,
-                    };
+                Some(Entry::Held {
+                    seq,
+                    record,
+                    stored_at,
+                    ..
+                }) if *seq == revision.get() && record.holder == holder.as_str() => {
+                    let held = Known::of(*seq, &record.lease(key, *seq, Some(*stored_at)));
                     match write(held).await {
                         Err(StoreError::Conflict) => continue,
                         done => return done.map_err(|err| self.store_error(err)),
@@ -317,7 +339,7 @@ impl LeaseCore {
             body: serde_json::to_vec(record).expect("a record serializes"),
         };
         let seq = bucket.write(key, expected, write).await?;
-        self.remember(key, seq, record);
+        self.remember(key, seq, record, None);
         Ok(seq)
     }
 
@@ -330,20 +352,27 @@ impl LeaseCore {
             .last(key)
             .await
             .map_err(|err| self.store_error(err))?;
-        if let Some(Entry::Held { seq, record, .. }) = &entry {
-            self.remember(key, *seq, record);
+        if let Some(Entry::Held {
+            seq,
+            record,
+            stored_at,
+            ..
+        }) = &entry
+        {
+            self.remember(key, *seq, record, Some(*stored_at));
         }
         Ok(entry)
     }
 
-    fn remember(&self, key: &str, seq: u64, record: &LeaseRecord) {
-        let known = Known {
-            revision: seq,
-            holder: record.holder.clone(),
-            acquired_at: record.acquired_at,
-            ttl_ms: record.ttl_ms,
-        };
-        self.known.remember(key, known);
+    fn remember(
+        &self,
+        key: &str,
+        seq: u64,
+        record: &LeaseRecord,
+        stored_at: Option<OffsetDateTime>,
+    ) {
+        let lease = record.lease(key, seq, stored_at);
+        self.known.remember(key, Known::of(seq, &lease));
     }
 
     pub(super) fn bucket(&self) -> Result<Bucket, LeaseError> {
@@ -401,6 +430,15 @@ fn lost(key: &str, holder: &HolderId, revision: Revision) -> LeaseError {
         holder.as_str(),
         revision.get()
     ))
+}
+
+/// How close to its expiry a lease may be renewed: beyond this, the renew
+/// could land after the server's expiry is due (see [`LeaseCore::renew`]).
+/// It also absorbs clock skew between this gateway and the server.
+const EXPIRY_MARGIN: Duration = Duration::from_millis(250);
+
+fn too_late(expires_at: OffsetDateTime) -> bool {
+    OffsetDateTime::now_utc() + EXPIRY_MARGIN >= expires_at
 }
 
 fn contention(key: &str) -> LeaseError {
