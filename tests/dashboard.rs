@@ -4,11 +4,13 @@
 mod common;
 
 use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{Gateway, Http, NatsServer, call, client, eventually};
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
+use futures::StreamExt;
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -22,7 +24,12 @@ struct Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        let _ = self.driver.kill();
+        // chromedriver runs in a process group of its own, so this also
+        // stops the Chromium it started, whose pages would otherwise go on
+        // reconnecting to gateways long gone.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.driver.id())])
+            .status();
         let _ = self.driver.wait();
     }
 }
@@ -46,6 +53,7 @@ impl Session {
         );
         let port = free_port();
         let driver = Command::new(chromedriver)
+            .process_group(0)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -303,6 +311,7 @@ async fn the_dashboard_reconnects_after_the_gateway_restarts() {
             .wait_for("leases bucket ready", Duration::from_secs(15))
             .await
             .expect("ready");
+        g.wait_serving().await;
         g.http_url().await;
         g
     };
@@ -444,7 +453,8 @@ async fn five_thousand_leases_render_and_the_page_stays_responsive() {
             .await
         }
     });
-    let leases: Vec<Value> = futures::future::join_all(acquires).await;
+    // 64 at a time: the page is under test here, not the gateway's burst.
+    let leases: Vec<Value> = futures::stream::iter(acquires).buffered(64).collect().await;
     let s = Session::start().await;
     let started = Instant::now();
     s.browser.goto(&format!("{}/", http.base)).await.unwrap();
@@ -464,7 +474,7 @@ async fn five_thousand_leases_render_and_the_page_stays_responsive() {
             json!({"key": l["key"], "holder": "bulk", "revision": l["revision"], "ttl_ms": 60000});
         async move { call(&nats, "renew", body).await }
     });
-    let renewed = futures::future::join_all(renews).await;
+    let renewed: Vec<Value> = futures::stream::iter(renews).buffered(64).collect().await;
     let last = renewed.last().unwrap();
     let last_key = last["key"].as_str().unwrap().to_string();
     poll_until("the last renewal to show", Duration::from_secs(30), || async {
