@@ -1,7 +1,9 @@
 //! A three-node nats-server cluster on loopback: JetStream clustered over
 //! routes, free ports, a temp store dir per node, `sync_interval: always`,
 //! and the faults a test injects (kill -9, restart, SIGSTOP/SIGCONT).
-//! Gateways on it provision the bucket at 3 replicas.
+//! Where the machine allows, [`Cluster::start_isolated`] runs each node in
+//! its own network namespace instead ([`super::netns`]), so a test can also
+//! partition one. Gateways on it provision the bucket at 3 replicas.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -12,6 +14,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
+use super::netns::{Network, Unsupported};
 use super::{Gateway, Log, server_binary};
 
 /// Nodes in a cluster: the smallest that survives losing one.
@@ -32,7 +35,11 @@ fn free_ports(n: usize) -> Vec<u16> {
 pub struct Node {
     pub name: String,
     pub url: String,
+    /// Where its monitoring endpoint listens.
+    host: String,
     pub http_port: u16,
+    /// The network namespace it runs in, if the cluster is isolated.
+    netns: Option<String>,
     config: PathBuf,
     child: Option<Child>,
     /// The current process's stderr.
@@ -43,7 +50,17 @@ pub struct Node {
 
 impl Node {
     fn launch(&mut self) {
-        let mut child = Command::new(server_binary())
+        // `ip netns exec` execs the server, so the child's pid is the
+        // server's and kill -9 and SIGSTOP reach it.
+        let mut command = match &self.netns {
+            Some(ns) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", ns]).arg(server_binary());
+                command
+            }
+            None => Command::new(server_binary()),
+        };
+        let mut child = command
             .arg("-c")
             .arg(&self.config)
             .stdout(Stdio::null())
@@ -111,7 +128,7 @@ impl Node {
 
     /// The monitoring endpoint's `/connz`: the node's client connections.
     pub fn connz(&self) -> Option<Value> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.http_port)).ok()?;
+        let mut stream = TcpStream::connect((self.host.as_str(), self.http_port)).ok()?;
         stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
         stream
             .write_all(b"GET /connz?limit=1024 HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
@@ -141,44 +158,76 @@ impl Drop for Node {
     }
 }
 
-/// Three nodes clustered over loopback routes.
+/// Where one node listens: clients and monitoring on one address, routes
+/// on another (the same on loopback).
+struct Addresses {
+    client: (String, u16),
+    http: (String, u16),
+    route: (String, u16),
+}
+
+/// Three nodes clustered over loopback routes, or over a route LAN of their
+/// own when isolated. Fields drop in order: nodes first, then their
+/// namespaces, then their stores.
 pub struct Cluster {
     pub nodes: Vec<Node>,
+    network: Option<Network>,
     _dir: TempDir,
 }
 
 impl Cluster {
-    /// Starts three nodes and waits until JetStream answers on each.
+    /// Starts three nodes on loopback and waits until JetStream answers on each.
     pub async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
         let ports = free_ports(3 * NODES);
-        let (clients, rest) = ports.split_at(NODES);
-        let (routes, https) = rest.split_at(NODES);
-        let route_urls: Vec<String> = routes
+        let at = |i: usize| (String::from("127.0.0.1"), ports[i]);
+        let addresses = (0..NODES)
+            .map(|i| Addresses {
+                client: at(i),
+                route: at(NODES + i),
+                http: at(2 * NODES + i),
+            })
+            .collect();
+        Self::launch(addresses, None).await
+    }
+
+    /// Starts three nodes, each in a network namespace of its own, so that
+    /// [`Cluster::partition`] can cut one off; or says why the machine
+    /// does not allow it. Each namespace has its own ports, so the
+    /// standard ones serve.
+    pub async fn start_isolated() -> Result<Self, Unsupported> {
+        let network = Network::create(NODES)?;
+        let addresses = (0..NODES)
+            .map(|i| Addresses {
+                client: (network.client_address(i), 4222),
+                http: (network.client_address(i), 8222),
+                route: (network.route_address(i), 6222),
+            })
+            .collect();
+        Ok(Self::launch(addresses, Some(network)).await)
+    }
+
+    async fn launch(addresses: Vec<Addresses>, network: Option<Network>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let route_urls: Vec<String> = addresses
             .iter()
-            .map(|p| format!("\"nats-route://127.0.0.1:{p}\""))
+            .map(|a| format!("\"nats-route://{}:{}\"", a.route.0, a.route.1))
             .collect();
         let mut nodes = Vec::new();
-        for i in 0..NODES {
+        for (i, a) in addresses.iter().enumerate() {
             let name = format!("n{}", i + 1);
             let store = dir.path().join(&name);
             let config = dir.path().join(format!("{name}.conf"));
             std::fs::write(
                 &config,
-                node_config(
-                    &name,
-                    clients[i],
-                    routes[i],
-                    https[i],
-                    &store,
-                    &route_urls.join(", "),
-                ),
+                node_config(&name, a, &store, &route_urls.join(", ")),
             )
             .unwrap();
             let mut node = Node {
                 name,
-                url: format!("nats://127.0.0.1:{}", clients[i]),
-                http_port: https[i],
+                url: format!("nats://{}:{}", a.client.0, a.client.1),
+                host: a.http.0.clone(),
+                http_port: a.http.1,
+                netns: network.as_ref().map(|n| n.namespace(i)),
                 config,
                 child: None,
                 log: Log::default(),
@@ -190,7 +239,11 @@ impl Cluster {
         for node in &nodes {
             node.wait_ready().await;
         }
-        let cluster = Cluster { nodes, _dir: dir };
+        let cluster = Cluster {
+            nodes,
+            network,
+            _dir: dir,
+        };
         for node in &cluster.nodes {
             let client = super::client(&node.url).await;
             super::eventually(
@@ -204,6 +257,28 @@ impl Cluster {
             .await;
         }
         cluster
+    }
+
+    /// Cuts node `i` off from its peers: it keeps its clients (and its
+    /// gateways) but its routes are gone. Needs [`Cluster::start_isolated`].
+    pub fn partition(&self, i: usize) {
+        self.network().partition(i, false);
+    }
+
+    /// Cuts node `i` off from everyone, clients included.
+    pub fn isolate(&self, i: usize) {
+        self.network().partition(i, true);
+    }
+
+    /// Brings node `i`'s links back up.
+    pub fn heal(&self, i: usize) {
+        self.network().heal(i);
+    }
+
+    fn network(&self) -> &Network {
+        self.network
+            .as_ref()
+            .expect("partitions need Cluster::start_isolated")
     }
 
     /// Every node's client URL, comma-separated, as `NATS_URL` takes them.
@@ -265,28 +340,33 @@ pub async fn try_js_api(client: &async_nats::Client, op: &str, body: Value) -> O
 /// A node's config. `sync_interval: always` because with the default lazy
 /// fsync a crashed node can lose acknowledged writes (Jepsen, NATS 2.12.1)
 /// and so hand out a fence twice.
-fn node_config(
-    name: &str,
-    client_port: u16,
-    route_port: u16,
-    http_port: u16,
-    store: &std::path::Path,
-    routes: &str,
-) -> String {
+/// The route address is also advertised, so the route URLs the nodes
+/// gossip are the ones on the route LAN.
+fn node_config(name: &str, a: &Addresses, store: &std::path::Path, routes: &str) -> String {
+    let (client, http, route) = (&a.client, &a.http, &a.route);
     format!(
         r#"server_name: {name}
-listen: "127.0.0.1:{client_port}"
-http: "127.0.0.1:{http_port}"
+listen: "{}:{}"
+http: "{}:{}"
 jetstream {{
   store_dir: "{store}"
   sync_interval: always
 }}
 cluster {{
   name: leases
-  listen: "127.0.0.1:{route_port}"
+  listen: "{}:{}"
+  advertise: "{}:{}"
   routes: [{routes}]
 }}
 "#,
+        client.0,
+        client.1,
+        http.0,
+        http.1,
+        route.0,
+        route.1,
+        route.0,
+        route.1,
         store = store.display()
     )
 }
