@@ -9,8 +9,15 @@ pub const BUCKET: &str = "leases";
 /// The stream behind the bucket, named by the standard KV layout.
 pub const STREAM: &str = "KV_leases";
 
-/// Subjects that hold the records: "a key is exactly one subject token".
+/// The stream's subjects: the records, and the read barrier below.
 pub const KEY_SUBJECTS: &str = "$KV.leases.>";
+
+/// Subjects that hold the records: "a key is exactly one subject token".
+pub const RECORD_SUBJECTS: &str = "$KV.leases.*";
+
+/// Where a replicated bucket's reads are confirmed (see `store::bucket`):
+/// two tokens, so never a key, never republished as a change, never listed.
+pub const READ_BARRIER_SUBJECT: &str = "$KV.leases._dagnats.read";
 
 /// "They use the queue group dagnats-leases, so exactly one dagnats instance
 /// handles each request."
@@ -50,6 +57,10 @@ pub const HEADER_EVENT: &str = "Dagnats-Lease-Event";
 /// The JetStream compare-and-set header: the write lands only if the key's
 /// last sequence (the fence) is this one.
 pub const HEADER_EXPECTED_SEQ: &str = "Nats-Expected-Last-Subject-Sequence";
+
+/// Moves the compare-and-set check to another subject than the one
+/// written: a read barrier expects the key's last sequence (nats-server 2.11+).
+pub const HEADER_EXPECTED_SEQ_SUBJECT: &str = "Nats-Expected-Last-Subject-Sequence-Subject";
 
 /// Per-message TTL (nats-server 2.11+), always whole seconds, e.g. `15s`.
 pub const HEADER_TTL: &str = "Nats-TTL";

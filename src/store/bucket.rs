@@ -4,7 +4,17 @@
 //! leader answers; every write is a JetStream publish that expects the
 //! key's last sequence. Server answers are translated into [`StoreError`]
 //! here and nowhere else.
-
+//!
+//! A leader that a partition cut off from its peers keeps believing it
+//! leads, and answering reads, until it notices it lost its quorum (10 to
+//! 20 s on nats-server 2.15), while the others elect a new leader after 4
+//! to 9 s and take writes: reads through it can be stale. nats-server has
+//! no read fence (`min_last_seq` was removed before 2.12 shipped; see
+//! docs/operations.md), so on a replicated bucket every read is confirmed
+//! by a write only the real leader can commit: a publish to
+//! [`READ_BARRIER_SUBJECT`] that expects the key's last sequence to be the
+//! one read. It is checked in the replicated log's order, so when it is
+//! acknowledged the value read was the key's current one at that point.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -12,8 +22,8 @@ use std::time::Duration;
 use super::record::{Entry, LeaseEvent, decode_entry};
 use crate::core::timefmt;
 use crate::protocol::{
-    HEADER_EVENT, HEADER_EXPECTED_SEQ, HEADER_KV_OPERATION, HEADER_ROLLUP, HEADER_TTL,
-    KEY_SUBJECTS, STREAM, key_subject,
+    HEADER_EVENT, HEADER_EXPECTED_SEQ, HEADER_EXPECTED_SEQ_SUBJECT, HEADER_KV_OPERATION,
+    HEADER_ROLLUP, HEADER_TTL, READ_BARRIER_SUBJECT, RECORD_SUBJECTS, STREAM, key_subject,
 };
 use async_nats::connection::State;
 use async_nats::{Client, HeaderMap, RequestErrorKind};
@@ -29,6 +39,10 @@ const ERR_WRONG_LAST_SEQUENCE: u64 = 10071;
 const ERR_WRONG_LAST_SEQUENCE_IN_FLIGHT: u64 = 10164;
 const ERR_NO_MESSAGE_FOUND: u64 = 10037;
 const ERR_STREAM_NOT_FOUND: u64 = 10059;
+
+/// How many times a read is taken again when the key changed before its
+/// barrier landed.
+const CONFIRM_ROUNDS: usize = 4;
 
 /// Why a store call failed, in the core's terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +75,9 @@ pub struct Bucket {
     /// Highest revision seen by this gateway: if the bucket must ever be
     /// created again, its sequence starts above this so fences still grow.
     highest_seen: Arc<AtomicU64>,
+    /// Whether reads are confirmed by a barrier: only a replicated bucket
+    /// can have a deposed leader still answering.
+    confirm_reads: bool,
 }
 
 #[derive(Deserialize)]
@@ -112,16 +129,56 @@ struct StoredMessage {
 }
 
 impl Bucket {
-    pub(crate) fn new(client: Client, timeout: Duration, highest_seen: Arc<AtomicU64>) -> Self {
+    pub(crate) fn new(
+        client: Client,
+        timeout: Duration,
+        highest_seen: Arc<AtomicU64>,
+        confirm_reads: bool,
+    ) -> Self {
         Bucket {
             client,
             timeout,
             highest_seen,
+            confirm_reads,
         }
     }
 
-    /// The last message of `key`, read through the stream leader.
+    /// The last message of `key`, read through the stream leader and, on a
+    /// replicated bucket, confirmed current by a barrier.
     pub async fn last(&self, key: &str) -> Result<Option<Entry>, StoreError> {
+        for _ in 0..CONFIRM_ROUNDS {
+            let (seq, entry) = self.read(key).await?;
+            if !self.confirm_reads {
+                return Ok(entry);
+            }
+            match self.confirm(key, seq).await {
+                Ok(()) => return Ok(entry),
+                Err(StoreError::Conflict) => continue,
+                Err(err) => return Err(err),
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "{key} kept changing while it was read"
+        )))
+    }
+
+    /// Proves that `key`'s last sequence is still `seq` (0: no message) by
+    /// a write only the current stream leader can commit.
+    async fn confirm(&self, key: &str, seq: u64) -> Result<(), StoreError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(HEADER_EXPECTED_SEQ, seq.to_string().as_str());
+        headers.insert(HEADER_EXPECTED_SEQ_SUBJECT, key_subject(key).as_str());
+        let reply = self
+            .request(READ_BARRIER_SUBJECT.into(), headers, Bytes::new())
+            .await
+            // A node that stopped leading no longer listens: no leader here.
+            .map_err(|err| err.or_missing(StoreError::Unavailable(NO_LEADER.into())))?;
+        self.acknowledged(&reply).map(|_| ())
+    }
+
+    /// The last message of `key` and its sequence (0 when there is none),
+    /// as the node that answers `STREAM.MSG.GET` sees it.
+    async fn read(&self, key: &str) -> Result<(u64, Option<Entry>), StoreError> {
         let subject = format!("$JS.API.STREAM.MSG.GET.{STREAM}");
         let body = serde_json::to_vec(&serde_json::json!({ "last_by_subj": key_subject(key) }))
             .expect("a JSON object serializes");
@@ -133,7 +190,7 @@ impl Bucket {
             .map_err(|err| StoreError::Unexpected(format!("message get reply: {err}")))?;
         if let Some(err) = answer.error {
             return match err.err_code {
-                ERR_NO_MESSAGE_FOUND => Ok(None),
+                ERR_NO_MESSAGE_FOUND => Ok((0, None)),
                 _ => Err(api_error(err)),
             };
         }
@@ -158,7 +215,7 @@ impl Bucket {
                 .map(|(_, v)| *v)
         };
         decode_entry(msg.seq, stored_at, header, &data)
-            .map(Some)
+            .map(|entry| (msg.seq, Some(entry)))
             .map_err(StoreError::Corrupt)
     }
 
@@ -170,7 +227,7 @@ impl Bucket {
         let mut keys = Vec::new();
         loop {
             let body = serde_json::to_vec(&serde_json::json!({
-                "subjects_filter": KEY_SUBJECTS,
+                "subjects_filter": RECORD_SUBJECTS,
                 "offset": keys.len(),
             }))
             .expect("a JSON object serializes");
@@ -213,7 +270,12 @@ impl Bucket {
             .await
             // Nothing listens on the key subject: no stream captures it.
             .map_err(|err| err.or_missing(StoreError::BucketMissing))?;
-        let ack: PubAck = serde_json::from_slice(&reply)
+        self.acknowledged(&reply)
+    }
+
+    /// The sequence a publish landed at, or why it did not land.
+    fn acknowledged(&self, reply: &[u8]) -> Result<u64, StoreError> {
+        let ack: PubAck = serde_json::from_slice(reply)
             .map_err(|err| StoreError::Unexpected(format!("publish ack: {err}")))?;
         if let Some(err) = ack.error {
             return Err(match err.err_code {
@@ -257,6 +319,7 @@ impl Bucket {
 }
 
 const NO_JETSTREAM: &str = "JetStream is not enabled or not reachable";
+const NO_LEADER: &str = "no stream leader reachable";
 
 /// A request that got no usable answer. What "no responders" means depends
 /// on the subject, so the caller decides.

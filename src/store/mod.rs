@@ -103,10 +103,14 @@ pub async fn keep_provisioned(p: Provisioner, shutdown: CancellationToken) -> Re
             Provisioned::Unavailable("not connected to NATS".into())
         };
         let (availability, wait, note) = match outcome {
-            Provisioned::Ready => {
+            Provisioned::Ready { replicas } => {
                 retry = RETRY_MIN;
-                let bucket =
-                    Bucket::new(p.client.clone(), p.request_timeout, p.highest_seen.clone());
+                let bucket = Bucket::new(
+                    p.client.clone(),
+                    p.request_timeout,
+                    p.highest_seen.clone(),
+                    replicas > 1,
+                );
                 (
                     Availability::Ready(bucket),
                     RECHECK,

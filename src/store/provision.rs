@@ -30,8 +30,8 @@ pub struct BucketSettings {
 /// Where provisioning got to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Provisioned {
-    /// The bucket exists with the settings leases need.
-    Ready,
+    /// The bucket exists with the settings leases need, at `replicas`.
+    Ready { replicas: u64 },
     /// The server is older than 2.11: no bucket is created.
     Unsupported { server_version: String },
     /// JetStream cannot be reached; try again later.
@@ -178,6 +178,7 @@ pub async fn provision(
             Some(_) => return unavailable(describe(&info)),
         }
         let config = required_config(json!({}), settings, first_seq);
+        let replicas = replicas(&config);
         let created = match api(client, &format!("STREAM.CREATE.{STREAM}"), config).await {
             Ok(created) => created,
             Err(reason) => return unavailable(reason),
@@ -185,7 +186,7 @@ pub async fn provision(
         match err_code(&created) {
             None => {
                 tracing::info!(stream = STREAM, "created the leases bucket");
-                return Ok(Provisioned::Ready);
+                return Ok(Provisioned::Ready { replicas });
             }
             Some(ERR_STREAM_NAME_IN_USE) => continue,
             Some(_) => return unavailable(format!("creating {STREAM}: {}", describe(&created))),
@@ -201,8 +202,11 @@ async fn update(
 ) -> Result<Provisioned, Refusal> {
     check_immutable(&existing)?;
     let wanted = required_config(existing.clone(), settings, 0);
+    let ready = Provisioned::Ready {
+        replicas: replicas(&wanted),
+    };
     if wanted == existing {
-        return Ok(Provisioned::Ready);
+        return Ok(ready);
     }
     let reply = match api(client, &format!("STREAM.UPDATE.{STREAM}"), wanted).await {
         Ok(reply) => reply,
@@ -218,7 +222,12 @@ async fn update(
         stream = STREAM,
         "updated the leases bucket to the settings leases need"
     );
-    Ok(Provisioned::Ready)
+    Ok(ready)
+}
+
+/// A stream config's replicas (the server's default, 1, when absent).
+fn replicas(config: &Value) -> u64 {
+    config["num_replicas"].as_u64().unwrap_or(1)
 }
 
 #[cfg(test)]
