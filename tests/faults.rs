@@ -2,16 +2,21 @@
 //! acquire, renew at ttl/3, release or abandon keys and answer forwards
 //! under the seed's owner rules; readers read owners; forwarders forward;
 //! meanwhile the run kills -9 the stream leader and restarts it, pauses a
-//! node with SIGSTOP/SIGCONT, and restarts gateways. Every operation is
-//! recorded and the history checked (`common::checker`). Fixed seed,
-//! bounded time; the schedule is seeded, the interleaving is the machine's.
+//! node with SIGSTOP/SIGCONT, restarts gateways, and partitions a node
+//! (mostly the stream leader) from its peers, sometimes from its clients
+//! too, then heals it. Every operation is recorded and the history checked
+//! (`common::checker`). Fixed seed, bounded time; the schedule is seeded,
+//! the interleaving is the machine's.
+//!
+//! Partitions need the nodes in network namespaces of their own
+//! (`Cluster::start_isolated`: root and `ip netns`); where the machine does
+//! not allow that, the run says so in one line and runs on loopback
+//! without them.
 //!
 //! The short run is part of `cargo test`; the long one is
 //! `cargo test --release --test faults -- --ignored --nocapture`
 //! (`FAULT_RUN_SECS`, default 300, and `FAULT_RUN_SEED` to vary it;
 //! `FAULT_RUN_PAUSE_LEADER=0` pauses followers only, as the short run does).
-//! Partitions are not injected: cutting loopback routes needs root and
-//! firewall rules outside the test's own processes.
 
 mod common;
 
@@ -448,26 +453,51 @@ enum Fault {
         index: usize,
         at: Duration,
     },
+    /// Cut off from its peers (and, `isolated`, from its clients) from
+    /// `at` for `lasted`, then healed.
+    Partition {
+        node: String,
+        leader: bool,
+        isolated: bool,
+        at: Duration,
+        lasted: Duration,
+    },
 }
 
-/// Injects faults until `until`, healing each (restart, SIGCONT) and
-/// waiting for a healthy stream before the next.
+impl Fault {
+    fn kind(&self) -> &'static str {
+        match self {
+            Fault::KillLeader { .. } => "leader kills",
+            Fault::PauseNode { leader: true, .. } => "leader pauses",
+            Fault::PauseNode { leader: false, .. } => "follower pauses",
+            Fault::RestartGateway { .. } => "gateway restarts",
+            Fault::Partition { leader: true, .. } => "leader partitions",
+            Fault::Partition { leader: false, .. } => "follower partitions",
+        }
+    }
+}
+
+/// Injects faults until `until`, healing each (restart, SIGCONT, links
+/// up) and waiting for a healthy stream before the next. Partitions are
+/// in the menu only when the cluster is isolated.
 async fn inject(
     cluster: &mut Cluster,
     gateways: &mut [Gateway],
     rec: &Recorder,
     mut rng: Rng,
-    until: Duration,
-    pause_leader: bool,
+    plan: &Plan,
+    partitions: bool,
     logs: &mut Vec<common::Log>,
 ) -> Vec<Fault> {
+    let until = plan.length;
     let ctl = cluster.client().await;
     let mut faults = Vec::new();
     let mut next = 0;
+    let kinds = if partitions { 4 } else { 3 };
     tokio::time::sleep(Duration::from_secs(3)).await;
     while rec.now() + Duration::from_secs(8) < until {
         // The first rounds cover every fault kind; then they come at random.
-        let kind = if next < 3 { next } else { rng.below(3) };
+        let kind = if next < kinds { next } else { rng.below(kinds) };
         next += 1;
         match kind {
             0 => {
@@ -486,8 +516,8 @@ async fn inject(
             1 => {
                 let leader = cluster.stream_leader(&ctl).await;
                 let index = match leader {
-                    Some(leader) if pause_leader && rng.below(2) == 0 => leader,
-                    Some(leader) if !pause_leader => {
+                    Some(leader) if plan.pause_leader && rng.below(2) == 0 => leader,
+                    Some(leader) if !plan.pause_leader => {
                         (leader + 1 + rng.below(2)) % cluster.nodes.len()
                     }
                     _ => rng.below(cluster.nodes.len()),
@@ -501,6 +531,35 @@ async fn inject(
                 });
                 tokio::time::sleep(rng.millis(1000, 5000)).await;
                 node.resume();
+            }
+            3 => {
+                // Mostly the stream leader: cut off, it keeps leading (and
+                // answering its gateways) until it notices it lost its
+                // quorum, while the others elect a new one. Long enough
+                // for that election, sometimes past the old leader's own
+                // step-down.
+                let leader = cluster.stream_leader(&ctl).await;
+                let index = match leader {
+                    Some(leader) if rng.below(3) > 0 => leader,
+                    _ => rng.below(cluster.nodes.len()),
+                };
+                let isolated = rng.below(3) == 0;
+                let at = rec.now();
+                if isolated {
+                    cluster.isolate(index);
+                } else {
+                    cluster.partition(index);
+                }
+                let lasted = rng.millis(6000, 16000);
+                tokio::time::sleep(lasted).await;
+                cluster.heal(index);
+                faults.push(Fault::Partition {
+                    node: cluster.nodes[index].name.clone(),
+                    leader: Some(index) == leader,
+                    isolated,
+                    at,
+                    lasted,
+                });
             }
             _ => {
                 let index = rng.below(gateways.len());
@@ -521,7 +580,19 @@ async fn inject(
 
 /// Runs `plan` and returns the number of violations, printing the figures.
 async fn fault_run(plan: Plan) -> usize {
-    let mut cluster = Cluster::start().await;
+    let (mut cluster, partitions) = match Cluster::start_isolated().await {
+        Ok(cluster) => (cluster, true),
+        Err(why) => {
+            // Straight to stderr, past the test harness's capture: a run
+            // without partitions must say so even when it passes.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "fault run: NO PARTITIONS, this machine cannot create network namespaces ({why})"
+            );
+            (Cluster::start().await, false)
+        }
+    };
     let mut gateways = Vec::new();
     for _ in 0..plan.gateways {
         gateways.push(cluster::gateway(&cluster.urls()).await);
@@ -581,8 +652,8 @@ async fn fault_run(plan: Plan) -> usize {
         &mut gateways,
         &rec,
         Rng(seeds.next()),
-        until,
-        plan.pause_leader,
+        &plan,
+        partitions,
         &mut logs,
     )
     .await;
@@ -721,9 +792,16 @@ fn report(
     for sentence in rec.internal.lock().unwrap().iter() {
         println!("  internal error: {sentence}");
     }
-    println!("faults injected: {}", faults.len());
+    let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+    for fault in faults {
+        *kinds.entry(fault.kind()).or_default() += 1;
+    }
+    let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    println!("faults injected: {} ({})", faults.len(), kinds.join(", "));
     // `None` once a leader kill was never followed by an answered call.
     let mut longest = Some(Duration::ZERO);
+    // The same after a leader partition; `None` here means there was none.
+    let mut longest_cut: Option<Option<Duration>> = None;
     for fault in faults {
         match fault {
             Fault::KillLeader { node, at } => {
@@ -749,6 +827,33 @@ fn report(
                     at.as_secs_f64()
                 );
             }
+            Fault::Partition {
+                node,
+                leader,
+                isolated,
+                at,
+                lasted,
+            } => {
+                let what = if *leader { "stream leader" } else { "follower" };
+                let from = if *isolated {
+                    "peers and clients"
+                } else {
+                    "peers"
+                };
+                let back = back_after(history, *at);
+                if *leader {
+                    longest_cut = Some(match longest_cut {
+                        None => back,
+                        Some(longest) => longest.zip(back).map(|(a, b)| a.max(b)),
+                    });
+                }
+                println!(
+                    "  {:>6.1} s  {what} {node} cut off from its {from} for {:.1} s, then healed; {}",
+                    at.as_secs_f64(),
+                    lasted.as_secs_f64(),
+                    served_again(back)
+                );
+            }
         }
     }
     match longest {
@@ -757,6 +862,14 @@ fn report(
             longest.as_secs_f64()
         ),
         None => println!("longest unavailability after a leader kill: not served again"),
+    }
+    match longest_cut {
+        Some(Some(longest)) => println!(
+            "longest unavailability after a leader partition: {:.1} s",
+            longest.as_secs_f64()
+        ),
+        Some(None) => println!("longest unavailability after a leader partition: not served again"),
+        None => {}
     }
     println!("violations: {}", violations.len());
     for v in violations.iter().take(20) {
@@ -768,7 +881,7 @@ fn report(
 async fn a_short_fault_run_finds_no_violation() {
     let plan = Plan {
         seed: 7,
-        length: Duration::from_secs(45),
+        length: Duration::from_secs(70),
         keys: 3,
         holders: 6,
         readers: 2,
