@@ -91,6 +91,10 @@ async fn a_change_is_republished_once_however_many_gateways_and_nodes_run() {
         client.flush().await.unwrap();
     }
     let a = call(&p.clients[0], "acquire", acquire("k", "h")).await;
+    // Reads write a barrier on a replicated bucket: never a change event.
+    for client in &p.clients {
+        call(client, "owner", json!({"key": "k"})).await;
+    }
     let renew = json!({"key": "k", "holder": "h", "revision": a["revision"], "ttl_ms": 30000});
     let r = call(&p.clients[1], "renew", renew).await;
     let release = json!({"key": "k", "holder": "h", "revision": r["revision"]});
@@ -482,6 +486,16 @@ async fn writes_acknowledged_while_the_leader_is_isolated_survive_healing_and_it
             );
         }
     }
+    // Every read above wrote a barrier; the list holds the leases only.
+    let listed = https[leader].get("/v1/leases").await.body;
+    let mut keys: Vec<&str> = listed["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["key"].as_str().unwrap())
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["a", "b", "c", "d"], "{listed}");
 }
 
 #[tokio::test]

@@ -538,12 +538,14 @@ async fn inject(
                 // quorum, while the others elect a new one. Long enough
                 // for that election, sometimes past the old leader's own
                 // step-down.
+                // The first one is that case exactly: the leader, routes only.
+                let first = next == kinds;
                 let leader = cluster.stream_leader(&ctl).await;
                 let index = match leader {
-                    Some(leader) if rng.below(3) > 0 => leader,
+                    Some(leader) if first || rng.below(3) > 0 => leader,
                     _ => rng.below(cluster.nodes.len()),
                 };
-                let isolated = rng.below(3) == 0;
+                let isolated = !first && rng.below(3) == 0;
                 let at = rec.now();
                 if isolated {
                     cluster.isolate(index);

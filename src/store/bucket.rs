@@ -15,8 +15,9 @@
 //! [`READ_BARRIER_SUBJECT`] that expects the key's last sequence to be the
 //! one read. It is checked in the replicated log's order, so when it is
 //! acknowledged the value read was the key's current one at that point.
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::record::{Entry, LeaseEvent, decode_entry};
@@ -43,6 +44,29 @@ const ERR_STREAM_NOT_FOUND: u64 = 10059;
 /// How many times a read is taken again when the key changed before its
 /// barrier landed.
 const CONFIRM_ROUNDS: usize = 4;
+/// How many times a barrier is sent again while another one on the key is
+/// in flight (from another gateway), before the key is read again.
+const BUSY_ROUNDS: u32 = 6;
+
+/// 5, 10, 20, 40, 80 ms and up, plus up to 8 ms of jitter from the clock,
+/// so gateways that collided do not collide again in step.
+fn busy_backoff(attempt: u32) -> Duration {
+    let jitter = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.subsec_nanos() % 8_000_000);
+    Duration::from_millis(5 << attempt.min(4)) + Duration::from_nanos(jitter.into())
+}
+
+/// Confirmed reads of one key in this gateway (see [`Bucket::last`]).
+#[derive(Default)]
+struct KeyReads {
+    /// Confirmed reads started so far.
+    started: AtomicU64,
+    /// The last one's number and outcome; held while one runs.
+    last: tokio::sync::Mutex<Option<(u64, ReadOutcome)>>,
+}
+
+type ReadOutcome = Result<(u64, Option<Entry>), StoreError>;
 
 /// Why a store call failed, in the core's terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +102,7 @@ pub struct Bucket {
     /// Whether reads are confirmed by a barrier: only a replicated bucket
     /// can have a deposed leader still answering.
     confirm_reads: bool,
+    reads: Arc<Mutex<HashMap<String, Arc<KeyReads>>>>,
 }
 
 #[derive(Deserialize)]
@@ -115,7 +140,7 @@ struct StreamInfo {
 #[derive(Deserialize)]
 struct StreamState {
     #[serde(default)]
-    subjects: std::collections::HashMap<String, u64>,
+    subjects: HashMap<String, u64>,
 }
 
 #[derive(Deserialize)]
@@ -140,21 +165,56 @@ impl Bucket {
             timeout,
             highest_seen,
             confirm_reads,
+            reads: Arc::default(),
         }
     }
 
     /// The last message of `key`, read through the stream leader and, on a
     /// replicated bucket, confirmed current by a barrier.
+    ///
+    /// Barriers on one key cannot be in flight together (the server
+    /// refuses the second, 10164), so within this gateway one confirmed
+    /// read of a key runs at a time, and the reads that arrived while it
+    /// ran share the next one: it starts after they arrived and its barrier
+    /// lands before they answer, so its answer is current for each of them.
     pub async fn last(&self, key: &str) -> Result<Option<Entry>, StoreError> {
-        for _ in 0..CONFIRM_ROUNDS {
-            let (seq, entry) = self.read(key).await?;
-            if !self.confirm_reads {
-                return Ok(entry);
+        if !self.confirm_reads {
+            return self.read(key).await.map(|(_, entry)| entry);
+        }
+        let reads = self
+            .reads
+            .lock()
+            .expect("reads lock")
+            .entry(key.to_string())
+            .or_default()
+            .clone();
+        let arrived = reads.started.load(Ordering::SeqCst);
+        let outcome = {
+            let mut last = reads.last.lock().await;
+            match &*last {
+                Some((cycle, outcome)) if *cycle > arrived => outcome.clone(),
+                _ => {
+                    let cycle = reads.started.fetch_add(1, Ordering::SeqCst) + 1;
+                    let outcome = self.confirmed_read(key).await;
+                    *last = Some((cycle, outcome.clone()));
+                    outcome
+                }
             }
-            match self.confirm(key, seq).await {
-                Ok(()) => return Ok(entry),
-                Err(StoreError::Conflict) => continue,
-                Err(err) => return Err(err),
+        };
+        let mut map = self.reads.lock().expect("reads lock");
+        // Held by the map and this call only: nobody else reads `key` now.
+        if Arc::strong_count(&reads) == 2 {
+            map.remove(key);
+        }
+        outcome.map(|(_, entry)| entry)
+    }
+
+    /// A read followed by its barrier, read again if the key changed.
+    async fn confirmed_read(&self, key: &str) -> Result<(u64, Option<Entry>), StoreError> {
+        for _ in 0..CONFIRM_ROUNDS {
+            let read = self.read(key).await?;
+            if self.confirm(key, read.0).await? {
+                return Ok(read);
             }
         }
         Err(StoreError::Unavailable(format!(
@@ -162,18 +222,35 @@ impl Bucket {
         )))
     }
 
-    /// Proves that `key`'s last sequence is still `seq` (0: no message) by
-    /// a write only the current stream leader can commit.
-    async fn confirm(&self, key: &str, seq: u64) -> Result<(), StoreError> {
-        let mut headers = HeaderMap::new();
-        headers.insert(HEADER_EXPECTED_SEQ, seq.to_string().as_str());
-        headers.insert(HEADER_EXPECTED_SEQ_SUBJECT, key_subject(key).as_str());
-        let reply = self
-            .request(READ_BARRIER_SUBJECT.into(), headers, Bytes::new())
-            .await
-            // A node that stopped leading no longer listens: no leader here.
-            .map_err(|err| err.or_missing(StoreError::Unavailable(NO_LEADER.into())))?;
-        self.acknowledged(&reply).map(|_| ())
+    /// Whether `key`'s last sequence is still `seq` (0: no message), proved
+    /// by a write only the current stream leader can commit.
+    async fn confirm(&self, key: &str, seq: u64) -> Result<bool, StoreError> {
+        for attempt in 0..BUSY_ROUNDS {
+            let mut headers = HeaderMap::new();
+            headers.insert(HEADER_EXPECTED_SEQ, seq.to_string().as_str());
+            headers.insert(HEADER_EXPECTED_SEQ_SUBJECT, key_subject(key).as_str());
+            let reply = self
+                .request(READ_BARRIER_SUBJECT.into(), headers, Bytes::new())
+                .await
+                // A node that stopped leading no longer listens: no leader here.
+                .map_err(|err| err.or_missing(StoreError::Unavailable(NO_LEADER.into())))?;
+            let ack: PubAck = serde_json::from_slice(&reply)
+                .map_err(|err| StoreError::Unexpected(format!("barrier ack: {err}")))?;
+            match ack.error {
+                None => {
+                    self.saw(ack.seq);
+                    return Ok(true);
+                }
+                Some(err) if err.err_code == ERR_WRONG_LAST_SEQUENCE => return Ok(false),
+                // Another barrier or write on the key is in flight; it
+                // lands in a moment, so ask again shortly.
+                Some(err) if err.err_code == ERR_WRONG_LAST_SEQUENCE_IN_FLIGHT => {
+                    tokio::time::sleep(busy_backoff(attempt)).await;
+                }
+                Some(err) => return Err(api_error(err)),
+            }
+        }
+        Ok(false)
     }
 
     /// The last message of `key` and its sequence (0 when there is none),
