@@ -4,71 +4,14 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use common::owner::{Answer, Owner};
 use common::{Gateway, Http, NatsServer, ServerOptions, Setup, assert_error};
-use futures::StreamExt;
 use reqwest::Method;
 use serde_json::{Value, json};
-
-/// How the owner process answers.
-#[derive(Clone, Copy)]
-enum Answer {
-    /// `echo:<fence>:` + the body.
-    Echo,
-    /// `n` bytes of `x`.
-    Bytes(usize),
-    /// `Dagnats-Lease-Reject: stale`.
-    Reject,
-    /// Never.
-    Silent,
-}
-
-/// An owner subscribed on its inbox; counts what it receives.
-async fn owner(client: &async_nats::Client, holder: &str, answer: Answer) -> Arc<AtomicUsize> {
-    let mut sub = client
-        .subscribe(format!("dagnats.lease.inbox.{holder}.>"))
-        .await
-        .unwrap();
-    client.flush().await.unwrap();
-    let received = Arc::new(AtomicUsize::new(0));
-    let (count, client) = (received.clone(), client.clone());
-    tokio::spawn(async move {
-        while let Some(msg) = sub.next().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            let reply = msg.reply.clone().unwrap();
-            let mut headers = async_nats::HeaderMap::new();
-            let body = match answer {
-                Answer::Echo => {
-                    let fence = msg
-                        .headers
-                        .as_ref()
-                        .unwrap()
-                        .get("Dagnats-Lease-Fence")
-                        .unwrap();
-                    let mut body = format!("echo:{}:", fence.as_str()).into_bytes();
-                    body.extend_from_slice(&msg.payload);
-                    body
-                }
-                Answer::Bytes(n) => vec![b'x'; n],
-                Answer::Reject => {
-                    headers.insert("Dagnats-Lease-Reject", "stale");
-                    Vec::new()
-                }
-                Answer::Silent => continue,
-            };
-            client
-                .publish_with_headers(reply, headers, body.into())
-                .await
-                .unwrap();
-        }
-    });
-    received
-}
 
 async fn acquire(http: &Http, key: &str, holder: &str) -> Value {
     let a = http
@@ -106,7 +49,7 @@ fn assert_owner(reply: &common::HttpReply, holder: &str, lease: &Value) {
 async fn json_forward_gives_the_same_body_as_nats() {
     let (s, http) = setup().await;
     let lease = acquire(&http, "k", "h1").await;
-    let _owner = owner(&s.client, "h1", Answer::Echo).await;
+    let _owner = Owner::start(&s.client, "h1", Answer::Echo).await;
     let request = json!({"payload": STANDARD.encode("ping"), "timeout_ms": 2000});
     let via_http = http.post("/v1/leases/k/forward", request.clone()).await;
     assert_eq!(via_http.status, 200);
@@ -127,12 +70,16 @@ async fn json_forward_gives_the_same_body_as_nats() {
 async fn raw_forward_returns_the_owners_bytes_with_holder_and_fence_headers() {
     let (s, http) = setup().await;
     let lease = acquire(&http, "k", "h1").await;
-    let _owner = owner(&s.client, "h1", Answer::Echo).await;
+    let _owner = Owner::start(&s.client, "h1", Answer::Echo).await;
     let resp = raw(&http, "k", "", b"\x00raw\xff".to_vec()).await;
     assert_eq!(resp.status(), 200);
     let fence = lease["revision"].to_string();
     assert_eq!(resp.headers()["dagnats-lease-holder"], "h1");
     assert_eq!(resp.headers()["dagnats-lease-fence"], fence.as_str());
+    assert!(
+        !resp.headers().contains_key("owner-secret"),
+        "owner reply headers are not relayed"
+    );
     let mut expected = format!("echo:{fence}:").into_bytes();
     expected.extend_from_slice(b"\x00raw\xff");
     assert_eq!(resp.bytes().await.unwrap().to_vec(), expected);
@@ -142,7 +89,7 @@ async fn raw_forward_returns_the_owners_bytes_with_holder_and_fence_headers() {
 async fn raw_forward_takes_its_timeout_from_the_query() {
     let (s, http) = setup().await;
     let lease = acquire(&http, "k", "h1").await;
-    let received = owner(&s.client, "h1", Answer::Silent).await;
+    let owner = Owner::start(&s.client, "h1", Answer::Silent).await;
     let started = Instant::now();
     let resp = raw(&http, "k", "?timeout_ms=300", b"x".to_vec()).await;
     let reply = common::HttpReply {
@@ -157,7 +104,7 @@ async fn raw_forward_takes_its_timeout_from_the_query() {
     );
     assert_error(&reply, 504, "owner_timeout");
     assert_owner(&reply, "h1", &lease);
-    assert_eq!(received.load(Ordering::SeqCst), 1);
+    assert_eq!(owner.received(), 1);
 }
 
 #[tokio::test]
@@ -199,7 +146,7 @@ async fn no_responder_is_502_owner_unavailable() {
 async fn stale_rejects_are_409_owner_rejected() {
     let (s, http) = setup().await;
     let lease = acquire(&http, "k", "h1").await;
-    let received = owner(&s.client, "h1", Answer::Reject).await;
+    let owner = Owner::start(&s.client, "h1", Answer::Reject).await;
     let reply = http
         .post(
             "/v1/leases/k/forward",
@@ -208,7 +155,7 @@ async fn stale_rejects_are_409_owner_rejected() {
         .await;
     assert_error(&reply, 409, "owner_rejected");
     assert_owner(&reply, "h1", &lease);
-    assert_eq!(received.load(Ordering::SeqCst), 3);
+    assert_eq!(owner.received(), 3);
 }
 
 #[tokio::test]
@@ -246,7 +193,7 @@ async fn small_server() -> (
 async fn a_raw_body_over_max_payload_is_413_payload_too_large() {
     let (_server, _gateway, client, http, _dir) = small_server().await;
     let lease = acquire(&http, "k", "h1").await;
-    let received = owner(&client, "h1", Answer::Echo).await;
+    let owner = Owner::start(&client, "h1", Answer::Echo).await;
     let resp = raw(&http, "k", "", vec![b'x'; 5000]).await;
     let reply = common::HttpReply {
         status: resp.status().as_u16(),
@@ -255,14 +202,14 @@ async fn a_raw_body_over_max_payload_is_413_payload_too_large() {
     };
     assert_error(&reply, 413, "payload_too_large");
     assert_owner(&reply, "h1", &lease);
-    assert_eq!(received.load(Ordering::SeqCst), 0);
+    assert_eq!(owner.received(), 0);
 }
 
 #[tokio::test]
 async fn an_owner_reply_too_large_once_base64_encoded_is_502_reply_too_large() {
     let (_server, _gateway, client, http, _dir) = small_server().await;
     let lease = acquire(&http, "k", "big").await;
-    let _owner = owner(&client, "big", Answer::Bytes(3500)).await;
+    let _owner = Owner::start(&client, "big", Answer::Bytes(3500)).await;
     let reply = http
         .post(
             "/v1/leases/k/forward",
@@ -277,7 +224,7 @@ async fn an_owner_reply_too_large_once_base64_encoded_is_502_reply_too_large() {
 async fn a_raw_forward_returns_a_reply_that_would_be_too_large_in_base64() {
     let (_server, _gateway, client, http, _dir) = small_server().await;
     let lease = acquire(&http, "k", "big").await;
-    let _owner = owner(&client, "big", Answer::Bytes(3500)).await;
+    let _owner = Owner::start(&client, "big", Answer::Bytes(3500)).await;
     // 3500 bytes fit the owner hop (4096); only base64 would not fit.
     let resp = raw(&http, "k", "?timeout_ms=2000", b"x".to_vec()).await;
     assert_eq!(resp.status(), 200);

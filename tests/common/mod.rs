@@ -5,6 +5,7 @@
 
 pub mod checker;
 pub mod cluster;
+pub mod owner;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
