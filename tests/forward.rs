@@ -8,6 +8,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use common::owner::{Answer, Owner};
+use common::takeover::{self, Takeover};
 use common::{Gateway, NatsServer, ServerOptions, Setup, stream_state};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -158,6 +159,18 @@ async fn a_takeover_between_attempts_is_followed() {
     let body = STANDARD.decode(reply["payload"].as_str().unwrap()).unwrap();
     assert_eq!(body, format!("echo:{}:ping", new["revision"]).into_bytes());
     assert_eq!(new_owner.received(), 1);
+}
+
+/// The proxy holds the first attempt at the old holder's inbox until the key
+/// has a new holder serving its inbox; then the old inbox answers no
+/// responders and the re-read must lead to the new owner.
+#[tokio::test]
+async fn no_responder_then_the_new_owner_succeeds() {
+    let t = Takeover::start().await;
+    let mut body = Takeover::forward_body();
+    body["key"] = json!(takeover::KEY);
+    let reply = common::call(&t.client, "forward", body).await;
+    t.assert_the_new_owner_answered(&reply);
 }
 
 #[tokio::test]

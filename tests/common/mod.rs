@@ -6,6 +6,8 @@
 pub mod checker;
 pub mod cluster;
 pub mod owner;
+pub mod proxy;
+pub mod takeover;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

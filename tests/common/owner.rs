@@ -73,4 +73,9 @@ impl Owner {
     pub fn received(&self) -> usize {
         self.fences.lock().unwrap().len()
     }
+
+    /// The `Dagnats-Lease-Fence` of each request, in arrival order.
+    pub fn fences(&self) -> Vec<Option<String>> {
+        self.fences.lock().unwrap().clone()
+    }
 }
