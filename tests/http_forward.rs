@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use common::owner::{Answer, Owner};
+use common::takeover::{KEY, Takeover};
 use common::{Gateway, Http, NatsServer, ServerOptions, Setup, assert_error};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -140,6 +141,22 @@ async fn no_responder_is_502_owner_unavailable() {
         .await;
     assert_error(&reply, 502, "owner_unavailable");
     assert_owner(&reply, "gone", &lease);
+}
+
+/// As over NATS (tests/forward.rs): the re-read after no responders leads
+/// to the holder that took the key over in between.
+#[tokio::test]
+async fn no_responder_then_the_new_owner_succeeds_with_200() {
+    let t = Takeover::start().await;
+    let http = Http::of(&t.gateway).await;
+    let reply = http
+        .post(
+            &format!("/v1/leases/{KEY}/forward"),
+            Takeover::forward_body(),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    t.assert_the_new_owner_answered(&reply.body);
 }
 
 #[tokio::test]
