@@ -9,7 +9,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use common::owner::{Answer, Owner};
 use common::takeover::{self, Takeover};
-use common::{Gateway, NatsServer, ServerOptions, Setup, stream_state};
+use common::{Setup, stream_state};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -175,21 +175,7 @@ async fn no_responder_then_the_new_owner_succeeds() {
 
 #[tokio::test]
 async fn an_owner_reply_too_large_once_base64_encoded_is_reply_too_large() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("nats.conf");
-    std::fs::write(&config, "max_payload: 4096\n").unwrap();
-    let server = NatsServer::start_with(ServerOptions {
-        extra_args: vec!["-c".into(), config.display().to_string()],
-        ..ServerOptions::default()
-    })
-    .await;
-    let gateway = Gateway::start(&server.url).await;
-    let client = common::client(&server.url).await;
-    let s = Setup {
-        server,
-        gateway,
-        client,
-    };
+    let (s, _config) = Setup::with_max_payload(4096).await;
     let lease = acquire(&s, "k", "big").await;
     // 3500 bytes fit the owner hop (4096) but not once base64-encoded.
     let _owner = Owner::start(&s.client, "big", Answer::Bytes(3500)).await;

@@ -10,7 +10,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use common::owner::{Answer, Owner};
 use common::takeover::{KEY, Takeover};
-use common::{Gateway, Http, NatsServer, ServerOptions, Setup, assert_error};
+use common::{Http, Setup, assert_error};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -185,32 +185,17 @@ async fn a_payload_that_is_not_base64_is_400_invalid() {
 }
 
 /// A server whose max_payload is 4096 bytes, and a gateway on it.
-async fn small_server() -> (
-    NatsServer,
-    Gateway,
-    async_nats::Client,
-    Http,
-    tempfile::TempDir,
-) {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("nats.conf");
-    std::fs::write(&config, "max_payload: 4096\n").unwrap();
-    let server = NatsServer::start_with(ServerOptions {
-        extra_args: vec!["-c".into(), config.display().to_string()],
-        ..ServerOptions::default()
-    })
-    .await;
-    let gateway = Gateway::start(&server.url).await;
-    let client = common::client(&server.url).await;
-    let http = Http::of(&gateway).await;
-    (server, gateway, client, http, dir)
+async fn small_server() -> (Setup, Http, tempfile::TempDir) {
+    let (s, config) = Setup::with_max_payload(4096).await;
+    let http = Http::of(&s.gateway).await;
+    (s, http, config)
 }
 
 #[tokio::test]
 async fn a_raw_body_over_max_payload_is_413_payload_too_large() {
-    let (_server, _gateway, client, http, _dir) = small_server().await;
+    let (s, http, _config) = small_server().await;
     let lease = acquire(&http, "k", "h1").await;
-    let owner = Owner::start(&client, "h1", Answer::Echo).await;
+    let owner = Owner::start(&s.client, "h1", Answer::Echo).await;
     let resp = raw(&http, "k", "", vec![b'x'; 5000]).await;
     let reply = common::HttpReply {
         status: resp.status().as_u16(),
@@ -224,9 +209,9 @@ async fn a_raw_body_over_max_payload_is_413_payload_too_large() {
 
 #[tokio::test]
 async fn an_owner_reply_too_large_once_base64_encoded_is_502_reply_too_large() {
-    let (_server, _gateway, client, http, _dir) = small_server().await;
+    let (s, http, _config) = small_server().await;
     let lease = acquire(&http, "k", "big").await;
-    let _owner = Owner::start(&client, "big", Answer::Bytes(3500)).await;
+    let _owner = Owner::start(&s.client, "big", Answer::Bytes(3500)).await;
     let reply = http
         .post(
             "/v1/leases/k/forward",
@@ -239,9 +224,9 @@ async fn an_owner_reply_too_large_once_base64_encoded_is_502_reply_too_large() {
 
 #[tokio::test]
 async fn a_raw_forward_returns_a_reply_that_would_be_too_large_in_base64() {
-    let (_server, _gateway, client, http, _dir) = small_server().await;
+    let (s, http, _config) = small_server().await;
     let lease = acquire(&http, "k", "big").await;
-    let _owner = Owner::start(&client, "big", Answer::Bytes(3500)).await;
+    let _owner = Owner::start(&s.client, "big", Answer::Bytes(3500)).await;
     // 3500 bytes fit the owner hop (4096); only base64 would not fit.
     let resp = raw(&http, "k", "?timeout_ms=2000", b"x".to_vec()).await;
     assert_eq!(resp.status(), 200);

@@ -326,7 +326,24 @@ pub struct Setup {
 
 impl Setup {
     pub async fn start() -> Self {
-        let server = NatsServer::start().await;
+        Self::on(NatsServer::start().await).await
+    }
+
+    /// On a server whose max_payload is `bytes`. Keep the returned dir (the
+    /// server's config file) for as long as the server runs.
+    pub async fn with_max_payload(bytes: usize) -> (Self, TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("nats.conf");
+        std::fs::write(&config, format!("max_payload: {bytes}\n")).unwrap();
+        let server = NatsServer::start_with(ServerOptions {
+            extra_args: vec!["-c".into(), config.display().to_string()],
+            ..ServerOptions::default()
+        })
+        .await;
+        (Self::on(server).await, dir)
+    }
+
+    async fn on(server: NatsServer) -> Self {
         let gateway = Gateway::start(&server.url).await;
         let client = client(&server.url).await;
         Setup {
