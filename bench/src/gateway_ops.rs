@@ -10,7 +10,9 @@ use crate::measure::{Latency, sequential, throughput};
 
 const TTL: Duration = Duration::from_secs(60);
 
-/// Latency of each operation, measured one call after another.
+/// Latency of each operation, measured one call after another; both fronts
+/// report this shape, in the JSON as in the tables.
+#[derive(serde::Serialize)]
 pub struct Sequential {
     pub acquire: Latency,
     pub renew: Latency,
