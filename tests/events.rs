@@ -7,9 +7,8 @@ mod common;
 use std::time::Duration;
 
 use async_nats::Message;
-use common::{Gateway, Setup, eventually, js_api};
+use common::{Gateway, Setup, wait_tombstone_gone};
 use futures::StreamExt;
-use serde_json::json;
 
 fn header<'a>(msg: &'a Message, name: &str) -> Option<&'a str> {
     msg.headers.as_ref()?.get(name).map(|v| v.as_str())
@@ -36,24 +35,9 @@ async fn every_write_is_republished_once_with_its_revision_and_event() {
     let mut sub = s.client.subscribe("dagnats.lease.changed.k").await.unwrap();
     s.client.flush().await.unwrap();
 
-    let a = s
-        .call(
-            "acquire",
-            json!({"key": "k", "holder": "h", "ttl_ms": 15000}),
-        )
-        .await;
-    let r = s
-        .call(
-            "renew",
-            json!({"key": "k", "holder": "h", "revision": a["revision"], "ttl_ms": 15000}),
-        )
-        .await;
-    let x = s
-        .call(
-            "release",
-            json!({"key": "k", "holder": "h", "revision": r["revision"]}),
-        )
-        .await;
+    let a = s.acquire("k", "h", 15000).await;
+    let r = s.renew("k", "h", &a["revision"], 15000).await;
+    let x = s.release("k", "h", &r["revision"]).await;
     for (reply, event) in [(&a, "acquired"), (&r, "renewed"), (&x, "released")] {
         let msg = next(&mut sub).await;
         assert_eq!(msg.subject.as_str(), "dagnats.lease.changed.k");
@@ -70,12 +54,7 @@ async fn expiry_produces_the_servers_marker_event() {
     let s = Setup::start().await;
     let mut sub = s.client.subscribe("dagnats.lease.changed.k").await.unwrap();
     s.client.flush().await.unwrap();
-    let a = s
-        .call(
-            "acquire",
-            json!({"key": "k", "holder": "h", "ttl_ms": 1000}),
-        )
-        .await;
+    let a = s.acquire("k", "h", 1000).await;
     assert_eq!(
         header(&next(&mut sub).await, "Dagnats-Lease-Event"),
         Some("acquired")
@@ -93,17 +72,8 @@ async fn released_key_never_produces_an_expiry_marker() {
     let s = Setup::start().await;
     let mut sub = s.client.subscribe("dagnats.lease.changed.k").await.unwrap();
     s.client.flush().await.unwrap();
-    let a = s
-        .call(
-            "acquire",
-            json!({"key": "k", "holder": "h", "ttl_ms": 1000}),
-        )
-        .await;
-    s.call(
-        "release",
-        json!({"key": "k", "holder": "h", "revision": a["revision"]}),
-    )
-    .await;
+    let a = s.acquire("k", "h", 1000).await;
+    s.release("k", "h", &a["revision"]).await;
     assert_eq!(
         header(&next(&mut sub).await, "Dagnats-Lease-Event"),
         Some("acquired")
@@ -114,19 +84,6 @@ async fn released_key_never_produces_an_expiry_marker() {
     );
     // Wait until the server has removed the tombstone (its TTL is the
     // lease's, 1 s): a marker would be written at that moment.
-    eventually(
-        "the tombstone to expire",
-        Duration::from_secs(5),
-        || async {
-            let got = js_api(
-                &s.client,
-                "STREAM.MSG.GET.KV_leases",
-                json!({"last_by_subj": "$KV.leases.k"}),
-            )
-            .await;
-            (got["error"]["err_code"] == 10037).then_some(())
-        },
-    )
-    .await;
+    wait_tombstone_gone(&s.client, "k").await;
     assert_quiet(&mut sub).await;
 }
