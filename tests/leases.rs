@@ -18,6 +18,18 @@ fn assert_lost(reply: &Value) {
     assert_eq!(reply.as_object().unwrap().len(), 2, "{reply}");
 }
 
+/// Awaits `call` and asserts it left the stream as it was: no write.
+async fn writing_nothing(s: &Setup, call: impl Future<Output = Value>) -> Value {
+    let before = stream_state(&s.client).await;
+    let reply = call.await;
+    assert_eq!(
+        stream_state(&s.client).await,
+        before,
+        "the call wrote nothing"
+    );
+    reply
+}
+
 #[tokio::test]
 async fn acquire_grants_a_free_key() {
     let s = Setup::start().await;
@@ -168,9 +180,7 @@ async fn renew_keeps_the_key_past_its_first_ttl() {
 async fn renew_by_another_holder_is_lost() {
     let s = Setup::start().await;
     let a = s.acquire("k", "a", 15_000).await;
-    let before = stream_state(&s.client).await;
-    assert_lost(&s.renew("k", "b", &a["revision"], 15_000).await);
-    assert_eq!(stream_state(&s.client).await, before);
+    assert_lost(&writing_nothing(&s, s.renew("k", "b", &a["revision"], 15_000)).await);
 }
 
 #[tokio::test]
@@ -205,14 +215,8 @@ async fn renew_retried_after_a_lost_reply_gets_the_same_outcome() {
     let s = Setup::start().await;
     let a = s.acquire("k", "a", 15_000).await;
     let first = s.renew("k", "a", &a["revision"], 15_000).await;
-    let before = stream_state(&s.client).await;
-    let retry = s.renew("k", "a", &a["revision"], 15_000).await;
+    let retry = writing_nothing(&s, s.renew("k", "a", &a["revision"], 15_000)).await;
     assert_eq!(retry, first);
-    assert_eq!(
-        stream_state(&s.client).await,
-        before,
-        "the retry wrote nothing"
-    );
 }
 
 #[tokio::test]
@@ -256,14 +260,8 @@ async fn release_retried_after_a_lost_reply_gets_the_same_outcome() {
     let s = Setup::start().await;
     let a = s.acquire("k", "a", 15_000).await;
     let first = s.release("k", "a", &a["revision"]).await;
-    let before = stream_state(&s.client).await;
-    let retry = s.release("k", "a", &a["revision"]).await;
+    let retry = writing_nothing(&s, s.release("k", "a", &a["revision"])).await;
     assert_eq!(retry, first);
-    assert_eq!(
-        stream_state(&s.client).await,
-        before,
-        "the retry wrote nothing"
-    );
 }
 
 #[tokio::test]
