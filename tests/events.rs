@@ -21,6 +21,18 @@ async fn next(sub: &mut async_nats::Subscriber) -> Message {
         .expect("subscription open")
 }
 
+/// A subscription to key `k`'s change events, registered with the server.
+async fn changes_of_k(s: &Setup) -> async_nats::Subscriber {
+    let sub = s.client.subscribe("dagnats.lease.changed.k").await.unwrap();
+    s.client.flush().await.unwrap();
+    sub
+}
+
+/// The `Dagnats-Lease-Event` of the next message.
+async fn next_event(sub: &mut async_nats::Subscriber) -> Option<String> {
+    header(&next(sub).await, "Dagnats-Lease-Event").map(String::from)
+}
+
 /// Asserts nothing more arrives within a short grace period.
 async fn assert_quiet(sub: &mut async_nats::Subscriber) {
     if let Ok(Some(msg)) = tokio::time::timeout(Duration::from_millis(500), sub.next()).await {
@@ -32,8 +44,7 @@ async fn assert_quiet(sub: &mut async_nats::Subscriber) {
 async fn every_write_is_republished_once_with_its_revision_and_event() {
     let s = Setup::start().await;
     let _second_gateway = Gateway::start(&s.server.url).await;
-    let mut sub = s.client.subscribe("dagnats.lease.changed.k").await.unwrap();
-    s.client.flush().await.unwrap();
+    let mut sub = changes_of_k(&s).await;
 
     let a = s.acquire("k", "h", 15000).await;
     let r = s.renew("k", "h", &a["revision"], 15000).await;
@@ -52,13 +63,9 @@ async fn every_write_is_republished_once_with_its_revision_and_event() {
 #[tokio::test]
 async fn expiry_produces_the_servers_marker_event() {
     let s = Setup::start().await;
-    let mut sub = s.client.subscribe("dagnats.lease.changed.k").await.unwrap();
-    s.client.flush().await.unwrap();
+    let mut sub = changes_of_k(&s).await;
     let a = s.acquire("k", "h", 1000).await;
-    assert_eq!(
-        header(&next(&mut sub).await, "Dagnats-Lease-Event"),
-        Some("acquired")
-    );
+    assert_eq!(next_event(&mut sub).await.as_deref(), Some("acquired"));
     let marker = next(&mut sub).await;
     assert_eq!(header(&marker, "Nats-Marker-Reason"), Some("MaxAge"));
     assert_eq!(header(&marker, "Dagnats-Lease-Event"), None);
@@ -70,18 +77,11 @@ async fn expiry_produces_the_servers_marker_event() {
 #[tokio::test]
 async fn released_key_never_produces_an_expiry_marker() {
     let s = Setup::start().await;
-    let mut sub = s.client.subscribe("dagnats.lease.changed.k").await.unwrap();
-    s.client.flush().await.unwrap();
+    let mut sub = changes_of_k(&s).await;
     let a = s.acquire("k", "h", 1000).await;
     s.release("k", "h", &a["revision"]).await;
-    assert_eq!(
-        header(&next(&mut sub).await, "Dagnats-Lease-Event"),
-        Some("acquired")
-    );
-    assert_eq!(
-        header(&next(&mut sub).await, "Dagnats-Lease-Event"),
-        Some("released")
-    );
+    assert_eq!(next_event(&mut sub).await.as_deref(), Some("acquired"));
+    assert_eq!(next_event(&mut sub).await.as_deref(), Some("released"));
     // Wait until the server has removed the tombstone (its TTL is the
     // lease's, 1 s): a marker would be written at that moment.
     wait_tombstone_gone(&s.client, "k").await;
