@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Gateway, Http, NatsServer, Setup, assert_error};
+use common::{Gateway, Http, HttpReply, NatsServer, Setup, assert_error};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -15,6 +15,15 @@ async fn setup() -> (Setup, Http) {
 
 fn rev(v: &Value) -> u64 {
     v["revision"].as_u64().expect("revision")
+}
+
+/// `POST /v1/leases/k/acquire` with a body as given, declared as `content_type`.
+async fn acquire_raw(http: &Http, content_type: &str, body: impl Into<reqwest::Body>) -> HttpReply {
+    let req = http
+        .request(Method::POST, "/v1/leases/k/acquire")
+        .header("content-type", content_type)
+        .body(body);
+    http.send(req).await
 }
 
 /// The keys of a list reply, in its order.
@@ -133,11 +142,7 @@ async fn an_invalid_prefix_is_400_invalid() {
 #[tokio::test]
 async fn malformed_json_is_400_invalid() {
     let (_s, http) = setup().await;
-    let req = http
-        .request(Method::POST, "/v1/leases/k/acquire")
-        .header("content-type", "application/json")
-        .body("{nope");
-    let reply = http.send(req).await;
+    let reply = acquire_raw(&http, "application/json", "{nope").await;
     assert_error(&reply, 400, "invalid");
     assert!(reply.body["error"].as_str().unwrap().contains("not JSON"));
 }
@@ -152,11 +157,7 @@ async fn a_json_array_is_400_invalid() {
 #[tokio::test]
 async fn a_body_that_is_not_declared_json_is_400_invalid() {
     let (_s, http) = setup().await;
-    let req = http
-        .request(Method::POST, "/v1/leases/k/acquire")
-        .header("content-type", "text/plain")
-        .body(r#"{"holder": "h", "ttl_ms": 1000}"#);
-    let reply = http.send(req).await;
+    let reply = acquire_raw(&http, "text/plain", r#"{"holder": "h", "ttl_ms": 1000}"#).await;
     assert_error(&reply, 400, "invalid");
     assert!(
         reply.body["error"]
@@ -232,11 +233,8 @@ async fn a_body_over_the_limit_is_413_body_too_large() {
         r#"{{"holder": "h", "ttl_ms": 1000, "pad": "{}"}}"#,
         "x".repeat(13 << 20)
     );
-    let req = http
-        .request(Method::POST, "/v1/leases/k/acquire")
-        .header("content-type", "application/json")
-        .body(huge);
-    assert_error(&http.send(req).await, 413, "body_too_large");
+    let reply = acquire_raw(&http, "application/json", huge).await;
+    assert_error(&reply, 413, "body_too_large");
 }
 
 #[tokio::test]
