@@ -14,12 +14,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 async fn acquire(s: &Setup, key: &str, holder: &str) -> Value {
-    let reply = s
-        .call(
-            "acquire",
-            json!({"key": key, "holder": holder, "ttl_ms": 30000}),
-        )
-        .await;
+    let reply = s.acquire(key, holder, 30000).await;
     assert_eq!(reply["granted"], true, "{reply}");
     reply
 }

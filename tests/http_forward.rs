@@ -10,17 +10,12 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use common::owner::{Answer, Owner};
 use common::takeover::{KEY, Takeover};
-use common::{Http, Setup, assert_error};
+use common::{Http, HttpReply, Setup, assert_error};
 use reqwest::Method;
 use serde_json::{Value, json};
 
 async fn acquire(http: &Http, key: &str, holder: &str) -> Value {
-    let a = http
-        .post(
-            &format!("/v1/leases/{key}/acquire"),
-            json!({"holder": holder, "ttl_ms": 30000}),
-        )
-        .await;
+    let a = http.acquire(key, holder, 30000).await;
     assert_eq!(a.body["granted"], true, "{}", a.body);
     a.body
 }
@@ -41,7 +36,13 @@ async fn raw(http: &Http, key: &str, query: &str, body: Vec<u8>) -> reqwest::Res
         .unwrap()
 }
 
-fn assert_owner(reply: &common::HttpReply, holder: &str, lease: &Value) {
+/// A JSON forward of an empty payload to the owner of `k`, within 2 s.
+async fn forward_empty(http: &Http) -> HttpReply {
+    let body = json!({"payload": "", "timeout_ms": 2000});
+    http.post("/v1/leases/k/forward", body).await
+}
+
+fn assert_owner(reply: &HttpReply, holder: &str, lease: &Value) {
     assert_eq!(reply.body["holder"], holder, "{}", reply.body);
     assert_eq!(reply.body["revision"], lease["revision"], "{}", reply.body);
 }
@@ -133,12 +134,7 @@ async fn forward_of_a_free_key_is_404_not_held() {
 async fn no_responder_is_502_owner_unavailable() {
     let (_s, http) = setup().await;
     let lease = acquire(&http, "k", "gone").await;
-    let reply = http
-        .post(
-            "/v1/leases/k/forward",
-            json!({"payload": "", "timeout_ms": 2000}),
-        )
-        .await;
+    let reply = forward_empty(&http).await;
     assert_error(&reply, 502, "owner_unavailable");
     assert_owner(&reply, "gone", &lease);
 }
@@ -164,12 +160,7 @@ async fn stale_rejects_are_409_owner_rejected() {
     let (s, http) = setup().await;
     let lease = acquire(&http, "k", "h1").await;
     let owner = Owner::start(&s.client, "h1", Answer::Reject).await;
-    let reply = http
-        .post(
-            "/v1/leases/k/forward",
-            json!({"payload": "", "timeout_ms": 2000}),
-        )
-        .await;
+    let reply = forward_empty(&http).await;
     assert_error(&reply, 409, "owner_rejected");
     assert_owner(&reply, "h1", &lease);
     assert_eq!(owner.received(), 3);
@@ -212,12 +203,7 @@ async fn an_owner_reply_too_large_once_base64_encoded_is_502_reply_too_large() {
     let (s, http, _config) = small_server().await;
     let lease = acquire(&http, "k", "big").await;
     let _owner = Owner::start(&s.client, "big", Answer::Bytes(3500)).await;
-    let reply = http
-        .post(
-            "/v1/leases/k/forward",
-            json!({"payload": "", "timeout_ms": 2000}),
-        )
-        .await;
+    let reply = forward_empty(&http).await;
     assert_error(&reply, 502, "reply_too_large");
     assert_owner(&reply, "big", &lease);
 }
