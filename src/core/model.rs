@@ -378,10 +378,18 @@ impl Serialize for Payload {
     }
 }
 
+/// Standard base64 that, like Go's and Python's decoders, ignores set bits
+/// after the last whole byte (`CV0C4N==` is `CV0C4A==`): encoders differ
+/// there, and the bytes meant are not in doubt.
+const LENIENT_BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::general_purpose::PAD.with_decode_allow_trailing_bits(true),
+);
+
 impl<'de> Deserialize<'de> for Payload {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
-        base64::engine::general_purpose::STANDARD
+        LENIENT_BASE64
             .decode(text)
             .map(|bytes| Payload(bytes.into()))
             .map_err(|err| serde::de::Error::custom(format!("payload is not base64: {err}")))
