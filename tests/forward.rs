@@ -49,6 +49,19 @@ async fn forward_delivers_the_payload_with_the_fence_and_returns_only_the_reply_
 }
 
 #[tokio::test]
+async fn a_payload_with_stray_bits_after_its_last_byte_is_those_bytes() {
+    let s = Setup::start().await;
+    let lease = acquire(&s, "k", "a").await;
+    let _owner = Owner::start(&s.client, "a", Answer::Echo).await;
+    // "CV0C4N==" sets bits past the last whole byte; "CV0C4A==" does not.
+    let body = json!({"key": "k", "payload": "CV0C4N==", "timeout_ms": 2000});
+    let reply = s.call("forward", body).await;
+    let mut expected = format!("echo:{}:", lease["revision"]).into_bytes();
+    expected.extend_from_slice(&STANDARD.decode("CV0C4A==").unwrap());
+    assert_eq!(reply["payload"], STANDARD.encode(&expected), "{reply}");
+}
+
+#[tokio::test]
 async fn forward_timeout_defaults_to_5000_ms() {
     let s = Setup::start().await;
     acquire(&s, "k", "a").await;
