@@ -79,11 +79,7 @@ async fn exit_codes_tell_granted_not_granted_lost_and_errors_apart() {
 #[tokio::test]
 async fn forward_reads_the_payload_from_stdin_and_prints_the_owners_bytes() {
     let s = Setup::start().await;
-    s.call(
-        "acquire",
-        json!({"key": "k", "holder": "w", "ttl_ms": 15000}),
-    )
-    .await;
+    s.acquire("k", "w", 15000).await;
     let mut inbox = s.client.subscribe("dagnats.lease.inbox.w.>").await.unwrap();
     s.client.flush().await.unwrap();
     let client = s.client.clone();
@@ -140,23 +136,9 @@ async fn watch_json_prints_one_event_per_line_and_ownership_skips_renewals() {
     let mut all = spawn_watch(&["watch", "k", "--json"]);
     let mut owners = spawn_watch(&["watch", "--json", "--ownership"]);
     tokio::time::sleep(Duration::from_millis(500)).await; // both subscribed
-    let a = s
-        .call(
-            "acquire",
-            json!({"key": "k", "holder": "h", "ttl_ms": 15000}),
-        )
-        .await;
-    let r = s
-        .call(
-            "renew",
-            json!({"key": "k", "holder": "h", "revision": a["revision"], "ttl_ms": 15000}),
-        )
-        .await;
-    s.call(
-        "release",
-        json!({"key": "k", "holder": "h", "revision": r["revision"]}),
-    )
-    .await;
+    let a = s.acquire("k", "h", 15000).await;
+    let r = s.renew("k", "h", &a["revision"], 15000).await;
+    s.release("k", "h", &r["revision"]).await;
     let read_lines = |child: &mut std::process::Child, n: usize| {
         use std::io::BufRead;
         let stdout = child.stdout.take().unwrap();
@@ -201,10 +183,7 @@ async fn hold_keeps_the_lease_until_interrupted_then_releases_it() {
         .expect("hold reports the lease");
     // Kept past several TTLs.
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(
-        s.call("owner", json!({"key": "leader"})).await["holder"],
-        "me"
-    );
+    assert_eq!(s.owner("leader").await["holder"], "me");
     let killed = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -214,7 +193,7 @@ async fn hold_keeps_the_lease_until_interrupted_then_releases_it() {
         .await
         .unwrap();
     assert_eq!(status.code(), Some(0));
-    let owner = s.call("owner", json!({"key": "leader"})).await;
+    let owner = s.owner("leader").await;
     assert_eq!(
         owner,
         json!({"held": false, "key": "leader"}),

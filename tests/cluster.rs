@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use common::cluster::{self, Cluster, NODES};
-use common::{Http, call, eventually, stream_info, try_call};
+use common::{Http, HttpReply, call, eventually, stream_info, try_call};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -321,37 +321,35 @@ async fn pinned_http(cluster: &Cluster) -> (Vec<common::Gateway>, Vec<Http>) {
     (gateways, https)
 }
 
-/// A renew of `lease` through `http`: the new lease, or the error kind.
-async fn renew(http: &Http, lease: &Value) -> Result<Value, String> {
-    let body = json!({"holder": lease["holder"], "revision": lease["revision"], "ttl_ms": 30000});
-    let reply = http
-        .post(
-            &format!("/v1/leases/{}/renew", lease["key"].as_str().unwrap()),
-            body,
-        )
-        .await;
+/// The lease (or owner answer) in an HTTP reply, or its error kind.
+fn lease_or_kind(reply: HttpReply) -> Result<Value, String> {
     match reply.body["kind"].as_str() {
         Some(kind) => Err(kind.to_string()),
         None => Ok(reply.body),
     }
+}
+
+/// A renew of `lease` through `http`: the new lease, or the error kind.
+async fn renew(http: &Http, lease: &Value) -> Result<Value, String> {
+    let (key, holder) = (
+        lease["key"].as_str().unwrap(),
+        lease["holder"].as_str().unwrap(),
+    );
+    lease_or_kind(http.renew(key, holder, &lease["revision"], 30000).await)
 }
 
 /// The owner of `key` through `http`: the lease, or the error kind.
 async fn owner(http: &Http, key: &str) -> Result<Value, String> {
-    let reply = http.get(&format!("/v1/leases/{key}")).await;
-    match reply.body["kind"].as_str() {
-        Some(kind) => Err(kind.to_string()),
-        None => Ok(reply.body),
-    }
+    lease_or_kind(http.get(&format!("/v1/leases/{key}")).await)
 }
 
+/// `key` acquired by `h` through `http`, or why not.
 async fn acquire_http(http: &Http, key: &str) -> Result<Value, String> {
-    let body = json!({"holder": "h", "ttl_ms": 30000});
-    let reply = http.post(&format!("/v1/leases/{key}/acquire"), body).await;
-    match reply.body["kind"].as_str() {
-        Some(kind) => Err(kind.to_string()),
-        None if reply.body["granted"] == true => Ok(reply.body),
-        None => Err(format!("refused: {}", reply.body)),
+    let lease = lease_or_kind(http.acquire(key, "h", 30000).await)?;
+    if lease["granted"] == true {
+        Ok(lease)
+    } else {
+        Err(format!("refused: {lease}"))
     }
 }
 

@@ -7,9 +7,8 @@ mod common;
 use std::time::Duration;
 
 use async_nats::Message;
-use common::{Gateway, Setup, eventually, js_api};
+use common::{Gateway, Setup, wait_tombstone_gone};
 use futures::StreamExt;
-use serde_json::json;
 
 fn header<'a>(msg: &'a Message, name: &str) -> Option<&'a str> {
     msg.headers.as_ref()?.get(name).map(|v| v.as_str())
@@ -20,6 +19,18 @@ async fn next(sub: &mut async_nats::Subscriber) -> Message {
         .await
         .expect("an event within 10 s")
         .expect("subscription open")
+}
+
+/// A subscription to key `k`'s change events, registered with the server.
+async fn changes_of_k(s: &Setup) -> async_nats::Subscriber {
+    let sub = s.client.subscribe("dagnats.lease.changed.k").await.unwrap();
+    s.client.flush().await.unwrap();
+    sub
+}
+
+/// The `Dagnats-Lease-Event` of the next message.
+async fn next_event(sub: &mut async_nats::Subscriber) -> Option<String> {
+    header(&next(sub).await, "Dagnats-Lease-Event").map(String::from)
 }
 
 /// Asserts nothing more arrives within a short grace period.
@@ -33,27 +44,11 @@ async fn assert_quiet(sub: &mut async_nats::Subscriber) {
 async fn every_write_is_republished_once_with_its_revision_and_event() {
     let s = Setup::start().await;
     let _second_gateway = Gateway::start(&s.server.url).await;
-    let mut sub = s.client.subscribe("dagnats.lease.changed.k").await.unwrap();
-    s.client.flush().await.unwrap();
+    let mut sub = changes_of_k(&s).await;
 
-    let a = s
-        .call(
-            "acquire",
-            json!({"key": "k", "holder": "h", "ttl_ms": 15000}),
-        )
-        .await;
-    let r = s
-        .call(
-            "renew",
-            json!({"key": "k", "holder": "h", "revision": a["revision"], "ttl_ms": 15000}),
-        )
-        .await;
-    let x = s
-        .call(
-            "release",
-            json!({"key": "k", "holder": "h", "revision": r["revision"]}),
-        )
-        .await;
+    let a = s.acquire("k", "h", 15000).await;
+    let r = s.renew("k", "h", &a["revision"], 15000).await;
+    let x = s.release("k", "h", &r["revision"]).await;
     for (reply, event) in [(&a, "acquired"), (&r, "renewed"), (&x, "released")] {
         let msg = next(&mut sub).await;
         assert_eq!(msg.subject.as_str(), "dagnats.lease.changed.k");
@@ -68,18 +63,9 @@ async fn every_write_is_republished_once_with_its_revision_and_event() {
 #[tokio::test]
 async fn expiry_produces_the_servers_marker_event() {
     let s = Setup::start().await;
-    let mut sub = s.client.subscribe("dagnats.lease.changed.k").await.unwrap();
-    s.client.flush().await.unwrap();
-    let a = s
-        .call(
-            "acquire",
-            json!({"key": "k", "holder": "h", "ttl_ms": 1000}),
-        )
-        .await;
-    assert_eq!(
-        header(&next(&mut sub).await, "Dagnats-Lease-Event"),
-        Some("acquired")
-    );
+    let mut sub = changes_of_k(&s).await;
+    let a = s.acquire("k", "h", 1000).await;
+    assert_eq!(next_event(&mut sub).await.as_deref(), Some("acquired"));
     let marker = next(&mut sub).await;
     assert_eq!(header(&marker, "Nats-Marker-Reason"), Some("MaxAge"));
     assert_eq!(header(&marker, "Dagnats-Lease-Event"), None);
@@ -91,42 +77,13 @@ async fn expiry_produces_the_servers_marker_event() {
 #[tokio::test]
 async fn released_key_never_produces_an_expiry_marker() {
     let s = Setup::start().await;
-    let mut sub = s.client.subscribe("dagnats.lease.changed.k").await.unwrap();
-    s.client.flush().await.unwrap();
-    let a = s
-        .call(
-            "acquire",
-            json!({"key": "k", "holder": "h", "ttl_ms": 1000}),
-        )
-        .await;
-    s.call(
-        "release",
-        json!({"key": "k", "holder": "h", "revision": a["revision"]}),
-    )
-    .await;
-    assert_eq!(
-        header(&next(&mut sub).await, "Dagnats-Lease-Event"),
-        Some("acquired")
-    );
-    assert_eq!(
-        header(&next(&mut sub).await, "Dagnats-Lease-Event"),
-        Some("released")
-    );
+    let mut sub = changes_of_k(&s).await;
+    let a = s.acquire("k", "h", 1000).await;
+    s.release("k", "h", &a["revision"]).await;
+    assert_eq!(next_event(&mut sub).await.as_deref(), Some("acquired"));
+    assert_eq!(next_event(&mut sub).await.as_deref(), Some("released"));
     // Wait until the server has removed the tombstone (its TTL is the
     // lease's, 1 s): a marker would be written at that moment.
-    eventually(
-        "the tombstone to expire",
-        Duration::from_secs(5),
-        || async {
-            let got = js_api(
-                &s.client,
-                "STREAM.MSG.GET.KV_leases",
-                json!({"last_by_subj": "$KV.leases.k"}),
-            )
-            .await;
-            (got["error"]["err_code"] == 10037).then_some(())
-        },
-    )
-    .await;
+    wait_tombstone_gone(&s.client, "k").await;
     assert_quiet(&mut sub).await;
 }

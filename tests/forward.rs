@@ -3,89 +3,18 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use common::{Gateway, NatsServer, ServerOptions, Setup, stream_state};
+use common::owner::{Answer, Owner};
+use common::takeover::{self, Takeover};
+use common::{Setup, stream_state};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-/// How an owner process answers forwarded requests.
-#[derive(Clone, Copy)]
-enum Behaviour {
-    /// Replies `echo:` + the body, and the fence it saw.
-    Echo,
-    /// Replies with `n` bytes.
-    Bytes(usize),
-    /// Rejects as stale.
-    Reject,
-    /// Never answers.
-    Silent,
-}
-
-/// An owner process: counts what its inbox receives and answers as told.
-struct Owner {
-    received: Arc<AtomicUsize>,
-}
-
-impl Owner {
-    async fn start(client: &async_nats::Client, holder: &str, behaviour: Behaviour) -> Owner {
-        let mut sub = client
-            .subscribe(format!("dagnats.lease.inbox.{holder}.>"))
-            .await
-            .unwrap();
-        client.flush().await.unwrap();
-        let received = Arc::new(AtomicUsize::new(0));
-        let (counter, client) = (received.clone(), client.clone());
-        tokio::spawn(async move {
-            while let Some(msg) = sub.next().await {
-                counter.fetch_add(1, Ordering::SeqCst);
-                let reply = msg.reply.clone().unwrap();
-                match behaviour {
-                    Behaviour::Echo => {
-                        let fence = msg.headers.as_ref().unwrap().get("Dagnats-Lease-Fence");
-                        let mut body = format!("echo:{}:", fence.unwrap().as_str()).into_bytes();
-                        body.extend_from_slice(&msg.payload);
-                        let mut headers = async_nats::HeaderMap::new();
-                        headers.insert("Owner-Secret", "not relayed");
-                        client
-                            .publish_with_headers(reply, headers, body.into())
-                            .await
-                            .unwrap();
-                    }
-                    Behaviour::Bytes(n) => {
-                        client.publish(reply, vec![b'x'; n].into()).await.unwrap();
-                    }
-                    Behaviour::Reject => {
-                        let mut headers = async_nats::HeaderMap::new();
-                        headers.insert("Dagnats-Lease-Reject", "stale");
-                        client
-                            .publish_with_headers(reply, headers, "".into())
-                            .await
-                            .unwrap();
-                    }
-                    Behaviour::Silent => {}
-                }
-            }
-        });
-        Owner { received }
-    }
-
-    fn received(&self) -> usize {
-        self.received.load(Ordering::SeqCst)
-    }
-}
-
 async fn acquire(s: &Setup, key: &str, holder: &str) -> Value {
-    let reply = s
-        .call(
-            "acquire",
-            json!({"key": key, "holder": holder, "ttl_ms": 30000}),
-        )
-        .await;
+    let reply = s.acquire(key, holder, 30000).await;
     assert_eq!(reply["granted"], true, "{reply}");
     reply
 }
@@ -106,7 +35,7 @@ fn assert_owner_error(reply: &Value, kind: &str, holder: &str, revision: &Value)
 async fn forward_delivers_the_payload_with_the_fence_and_returns_only_the_reply_body() {
     let s = Setup::start().await;
     let lease = acquire(&s, "shard-1", "worker-a").await;
-    let owner = Owner::start(&s.client, "worker-a", Behaviour::Echo).await;
+    let owner = Owner::start(&s.client, "worker-a", Answer::Echo).await;
     let payload = [0u8, 159, 146, 150, b'h', b'i'];
     let reply = s.call("forward", forward("shard-1", &payload, 2000)).await;
     let mut expected = format!("echo:{}:", lease["revision"]).into_bytes();
@@ -120,10 +49,23 @@ async fn forward_delivers_the_payload_with_the_fence_and_returns_only_the_reply_
 }
 
 #[tokio::test]
+async fn a_payload_with_stray_bits_after_its_last_byte_is_those_bytes() {
+    let s = Setup::start().await;
+    let lease = acquire(&s, "k", "a").await;
+    let _owner = Owner::start(&s.client, "a", Answer::Echo).await;
+    // "CV0C4N==" sets bits past the last whole byte; "CV0C4A==" does not.
+    let body = json!({"key": "k", "payload": "CV0C4N==", "timeout_ms": 2000});
+    let reply = s.call("forward", body).await;
+    let mut expected = format!("echo:{}:", lease["revision"]).into_bytes();
+    expected.extend_from_slice(&STANDARD.decode("CV0C4A==").unwrap());
+    assert_eq!(reply["payload"], STANDARD.encode(&expected), "{reply}");
+}
+
+#[tokio::test]
 async fn forward_timeout_defaults_to_5000_ms() {
     let s = Setup::start().await;
     acquire(&s, "k", "a").await;
-    let _owner = Owner::start(&s.client, "a", Behaviour::Echo).await;
+    let _owner = Owner::start(&s.client, "a", Answer::Echo).await;
     for body in [
         json!({"key": "k", "payload": ""}),
         json!({"key": "k", "payload": "", "timeout_ms": null}),
@@ -168,7 +110,7 @@ async fn no_responder_is_retried_up_to_three_attempts_then_owner_unavailable() {
 async fn three_stale_rejects_give_owner_rejected_after_exactly_three_requests() {
     let s = Setup::start().await;
     let lease = acquire(&s, "k", "stale").await;
-    let owner = Owner::start(&s.client, "stale", Behaviour::Reject).await;
+    let owner = Owner::start(&s.client, "stale", Answer::Reject).await;
     let reply = s.call("forward", forward("k", b"x", 3000)).await;
     assert_owner_error(&reply, "owner_rejected", "stale", &lease["revision"]);
     assert_eq!(owner.received(), 3);
@@ -178,7 +120,7 @@ async fn three_stale_rejects_give_owner_rejected_after_exactly_three_requests() 
 async fn a_timed_out_owner_receives_exactly_one_request() {
     let s = Setup::start().await;
     let lease = acquire(&s, "k", "slow").await;
-    let owner = Owner::start(&s.client, "slow", Behaviour::Silent).await;
+    let owner = Owner::start(&s.client, "slow", Answer::Silent).await;
     let started = std::time::Instant::now();
     let reply = s.call("forward", forward("k", b"x", 300)).await;
     assert_owner_error(&reply, "owner_timeout", "slow", &lease["revision"]);
@@ -197,7 +139,7 @@ async fn a_takeover_between_attempts_is_followed() {
         .subscribe("dagnats.lease.inbox.old.>")
         .await
         .unwrap();
-    let new_owner = Owner::start(&s.client, "new", Behaviour::Echo).await;
+    let new_owner = Owner::start(&s.client, "new", Answer::Echo).await;
     let client = s.client.clone();
     let handover = tokio::spawn(async move {
         let msg = inbox.next().await.unwrap();
@@ -227,31 +169,29 @@ async fn a_takeover_between_attempts_is_followed() {
     assert_eq!(new_owner.received(), 1);
 }
 
+/// The proxy holds the first attempt at the old holder's inbox until the key
+/// has a new holder serving its inbox; then the old inbox answers no
+/// responders and the re-read must lead to the new owner.
+#[tokio::test]
+async fn no_responder_then_the_new_owner_succeeds() {
+    let t = Takeover::start().await;
+    let mut body = Takeover::forward_body();
+    body["key"] = json!(takeover::KEY);
+    let reply = common::call(&t.client, "forward", body).await;
+    t.assert_the_new_owner_answered(&reply);
+}
+
 #[tokio::test]
 async fn an_owner_reply_too_large_once_base64_encoded_is_reply_too_large() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("nats.conf");
-    std::fs::write(&config, "max_payload: 4096\n").unwrap();
-    let server = NatsServer::start_with(ServerOptions {
-        extra_args: vec!["-c".into(), config.display().to_string()],
-        ..ServerOptions::default()
-    })
-    .await;
-    let gateway = Gateway::start(&server.url).await;
-    let client = common::client(&server.url).await;
-    let s = Setup {
-        server,
-        gateway,
-        client,
-    };
+    let (s, _config) = Setup::with_max_payload(4096).await;
     let lease = acquire(&s, "k", "big").await;
     // 3500 bytes fit the owner hop (4096) but not once base64-encoded.
-    let _owner = Owner::start(&s.client, "big", Behaviour::Bytes(3500)).await;
+    let _owner = Owner::start(&s.client, "big", Answer::Bytes(3500)).await;
     let reply = s.call("forward", forward("k", b"x", 2000)).await;
     assert_owner_error(&reply, "reply_too_large", "big", &lease["revision"]);
     // 2000 bytes fit both hops.
     let lease2 = acquire(&s, "k2", "small").await;
-    let _small = Owner::start(&s.client, "small", Behaviour::Bytes(2000)).await;
+    let _small = Owner::start(&s.client, "small", Answer::Bytes(2000)).await;
     let reply = s.call("forward", forward("k2", b"x", 2000)).await;
     assert_eq!(reply["revision"], lease2["revision"], "{reply}");
     assert_eq!(
@@ -267,7 +207,7 @@ async fn an_owner_reply_too_large_once_base64_encoded_is_reply_too_large() {
 async fn bad_forward_input_is_invalid_and_changes_nothing() {
     let s = Setup::start().await;
     acquire(&s, "k", "a").await;
-    let owner = Owner::start(&s.client, "a", Behaviour::Echo).await;
+    let owner = Owner::start(&s.client, "a", Answer::Echo).await;
     let before = stream_state(&s.client).await;
     for body in [
         json!({"key": "k", "payload": "", "timeout_ms": 99}),

@@ -5,10 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{
-    Gateway, NatsServer, ServerOptions, call, client, eventually, old_server_binary, stream_info,
-    try_call,
-};
+use common::{Gateway, NatsServer, ServerOptions, call, client, eventually, stream_info, try_call};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -23,13 +20,23 @@ fn valid_body(op: &str) -> Value {
     }
 }
 
+/// The first acquire reply that is not `unavailable`, polling for up to
+/// 20 s while the gateway finds JetStream.
+async fn first_available_acquire(c: &async_nats::Client) -> Value {
+    eventually(
+        "leases to become available",
+        Duration::from_secs(20),
+        || async {
+            let reply = try_call(c, "acquire", valid_body("acquire")).await?;
+            (reply["kind"] != "unavailable").then_some(reply)
+        },
+    )
+    .await
+}
+
 #[tokio::test]
 async fn older_server_replies_unsupported_on_every_subject() {
-    let server = NatsServer::start_with(ServerOptions {
-        binary: old_server_binary(),
-        ..ServerOptions::default()
-    })
-    .await;
+    let server = NatsServer::old().await;
     let gateway = Gateway::spawn(&server.url, &[], &[]);
     gateway.wait_serving().await;
     gateway
@@ -56,11 +63,7 @@ async fn older_server_replies_unsupported_on_every_subject() {
 
 #[tokio::test]
 async fn jetstream_off_replies_unavailable_and_recovers_once_it_is_on() {
-    let mut server = NatsServer::start_with(ServerOptions {
-        jetstream: false,
-        ..ServerOptions::default()
-    })
-    .await;
+    let mut server = NatsServer::without_jetstream().await;
     let gateway = Gateway::spawn(&server.url, &[], &[]);
     gateway.wait_serving().await;
     let c = client(&server.url).await;
@@ -70,15 +73,7 @@ async fn jetstream_off_replies_unavailable_and_recovers_once_it_is_on() {
     }
     server.restart_with(ServerOptions::default()).await;
     let c = client(&server.url).await;
-    let granted = eventually(
-        "leases to become available",
-        Duration::from_secs(20),
-        || async {
-            let reply = try_call(&c, "acquire", valid_body("acquire")).await?;
-            (reply["kind"] != "unavailable").then_some(reply)
-        },
-    )
-    .await;
+    let granted = first_available_acquire(&c).await;
     assert_eq!(granted["granted"], true, "{granted}");
 }
 
@@ -91,15 +86,7 @@ async fn gateway_started_before_nats_serves_once_nats_is_up() {
     server.restart().await;
     gateway.wait_serving().await;
     let c = client(&url).await;
-    let granted = eventually(
-        "leases to become available",
-        Duration::from_secs(20),
-        || async {
-            let reply = try_call(&c, "acquire", valid_body("acquire")).await?;
-            (reply["kind"] != "unavailable").then_some(reply)
-        },
-    )
-    .await;
+    let granted = first_available_acquire(&c).await;
     assert_eq!(granted["granted"], true, "{granted}");
 }
 

@@ -6,7 +6,7 @@ mod common;
 use std::pin::Pin;
 use std::time::Duration;
 
-use common::{Gateway, Http, NatsServer, eventually, js_api};
+use common::{Gateway, Http, NatsServer, wait_tombstone_gone};
 use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
@@ -53,33 +53,19 @@ async fn setup() -> (NatsServer, Gateway, async_nats::Client, Http) {
     (server, gateway, client, http)
 }
 
+/// Every lease here has holder "h".
 async fn acquire(http: &Http, key: &str, ttl_ms: u64) -> Value {
-    http.post(
-        &format!("/v1/leases/{key}/acquire"),
-        json!({"holder": "h", "ttl_ms": ttl_ms}),
-    )
-    .await
-    .body
+    http.acquire(key, "h", ttl_ms).await.body
 }
 
 async fn renew(http: &Http, lease: &Value) -> Value {
     let key = lease["key"].as_str().unwrap();
-    http.post(
-        &format!("/v1/leases/{key}/renew"),
-        json!({"holder": "h", "revision": lease["revision"], "ttl_ms": 15000}),
-    )
-    .await
-    .body
+    http.renew(key, "h", &lease["revision"], 15000).await.body
 }
 
 async fn release(http: &Http, lease: &Value) -> Value {
     let key = lease["key"].as_str().unwrap();
-    http.post(
-        &format!("/v1/leases/{key}/release"),
-        json!({"holder": "h", "revision": lease["revision"]}),
-    )
-    .await
-    .body
+    http.release(key, "h", &lease["revision"]).await.body
 }
 
 /// A grant without `granted`: the lease, as events carry it.
@@ -93,6 +79,17 @@ fn rev(v: &Value) -> u64 {
     v["revision"].as_u64().unwrap()
 }
 
+/// The event a grant (`acquired`, `renewed`) makes, as [`next`] reads it.
+fn granted(name: &str, grant: &Value) -> (String, u64, Value) {
+    (name.into(), rev(grant), lease_of(grant))
+}
+
+/// The `released` event of `key` that a release reply `x` makes.
+fn released(key: &str, x: &Value) -> (String, u64, Value) {
+    let data = json!({"key": key, "revision": rev(x), "holder": "h"});
+    ("released".into(), rev(x), data)
+}
+
 #[tokio::test]
 async fn changes_arrive_in_order_named_with_the_revision_as_id() {
     let (_server, _gateway, _client, http) = setup().await;
@@ -100,22 +97,9 @@ async fn changes_arrive_in_order_named_with_the_revision_as_id() {
     let a = acquire(&http, "k", 15000).await;
     let r = renew(&http, &a).await;
     let x = release(&http, &r).await;
-    assert_eq!(
-        next(&mut events).await,
-        ("acquired".into(), rev(&a), lease_of(&a))
-    );
-    assert_eq!(
-        next(&mut events).await,
-        ("renewed".into(), rev(&r), lease_of(&r))
-    );
-    assert_eq!(
-        next(&mut events).await,
-        (
-            "released".into(),
-            rev(&x),
-            json!({"key": "k", "revision": rev(&x), "holder": "h"})
-        )
-    );
+    assert_eq!(next(&mut events).await, granted("acquired", &a));
+    assert_eq!(next(&mut events).await, granted("renewed", &r));
+    assert_eq!(next(&mut events).await, released("k", &x));
 }
 
 #[tokio::test]
@@ -140,25 +124,9 @@ async fn a_released_key_never_shows_as_expired() {
     assert_eq!(next(&mut events).await.0, "released");
     // Once the server has removed the tombstone (its TTL is the lease's),
     // a marker would have been written; the next event must be our own.
-    eventually(
-        "the tombstone to expire",
-        Duration::from_secs(5),
-        || async {
-            let got = js_api(
-                &client,
-                "STREAM.MSG.GET.KV_leases",
-                json!({"last_by_subj": "$KV.leases.k"}),
-            )
-            .await;
-            (got["error"]["err_code"] == 10037).then_some(())
-        },
-    )
-    .await;
+    wait_tombstone_gone(&client, "k").await;
     let sentinel = acquire(&http, "sentinel", 15000).await;
-    assert_eq!(
-        next(&mut events).await,
-        ("acquired".into(), rev(&sentinel), lease_of(&sentinel))
-    );
+    assert_eq!(next(&mut events).await, granted("acquired", &sentinel));
 }
 
 #[tokio::test]
@@ -167,10 +135,7 @@ async fn the_key_filter_keeps_one_key() {
     let mut events = open(&http, "/v1/events?key=b", None).await;
     acquire(&http, "a", 15000).await;
     let b = acquire(&http, "b", 15000).await;
-    assert_eq!(
-        next(&mut events).await,
-        ("acquired".into(), rev(&b), lease_of(&b))
-    );
+    assert_eq!(next(&mut events).await, granted("acquired", &b));
 }
 
 #[tokio::test]
@@ -181,14 +146,7 @@ async fn the_ownership_filter_drops_renewals() {
     let r = renew(&http, &a).await;
     let x = release(&http, &r).await;
     assert_eq!(next(&mut events).await.1, rev(&a));
-    assert_eq!(
-        next(&mut events).await,
-        (
-            "released".into(),
-            rev(&x),
-            json!({"key": "k", "revision": rev(&x), "holder": "h"})
-        )
-    );
+    assert_eq!(next(&mut events).await, released("k", &x));
 }
 
 #[tokio::test]
@@ -215,23 +173,10 @@ async fn last_event_id_resumes_with_the_current_state_then_live() {
     let c = acquire(&http, "c", 15000).await;
     // The client saw up to `a`: it missed b (now renewed) and c.
     let mut events = open(&http, "/v1/events", Some(rev(&a))).await;
-    assert_eq!(
-        next(&mut events).await,
-        ("renewed".into(), rev(&b2), lease_of(&b2))
-    );
-    assert_eq!(
-        next(&mut events).await,
-        ("acquired".into(), rev(&c), lease_of(&c))
-    );
+    assert_eq!(next(&mut events).await, granted("renewed", &b2));
+    assert_eq!(next(&mut events).await, granted("acquired", &c));
     let x = release(&http, &a).await;
-    assert_eq!(
-        next(&mut events).await,
-        (
-            "released".into(),
-            rev(&x),
-            json!({"key": "a", "revision": rev(&x), "holder": "h"})
-        )
-    );
+    assert_eq!(next(&mut events).await, released("a", &x));
 }
 
 #[tokio::test]
@@ -259,13 +204,7 @@ async fn heartbeats_keep_an_idle_stream_alive_uncompressed() {
 #[tokio::test]
 async fn a_slow_client_is_dropped_not_buffered() {
     let server = NatsServer::start().await;
-    let gateway = Gateway::spawn(&server.url, &[], &[("DAGNATS_SSE_BUFFER", "16")]);
-    gateway.wait_serving().await;
-    gateway
-        .log
-        .wait_for("leases bucket ready", Duration::from_secs(15))
-        .await
-        .unwrap();
+    let gateway = Gateway::start_with(&server.url, &[], &[("DAGNATS_SSE_BUFFER", "16")]).await;
     let addr = gateway
         .http_url()
         .await

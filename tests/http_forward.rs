@@ -4,79 +4,18 @@
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use common::{Gateway, Http, NatsServer, ServerOptions, Setup, assert_error};
-use futures::StreamExt;
+use common::owner::{Answer, Owner};
+use common::takeover::{KEY, Takeover};
+use common::{Http, HttpReply, Setup, assert_error};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-/// How the owner process answers.
-#[derive(Clone, Copy)]
-enum Answer {
-    /// `echo:<fence>:` + the body.
-    Echo,
-    /// `n` bytes of `x`.
-    Bytes(usize),
-    /// `Dagnats-Lease-Reject: stale`.
-    Reject,
-    /// Never.
-    Silent,
-}
-
-/// An owner subscribed on its inbox; counts what it receives.
-async fn owner(client: &async_nats::Client, holder: &str, answer: Answer) -> Arc<AtomicUsize> {
-    let mut sub = client
-        .subscribe(format!("dagnats.lease.inbox.{holder}.>"))
-        .await
-        .unwrap();
-    client.flush().await.unwrap();
-    let received = Arc::new(AtomicUsize::new(0));
-    let (count, client) = (received.clone(), client.clone());
-    tokio::spawn(async move {
-        while let Some(msg) = sub.next().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            let reply = msg.reply.clone().unwrap();
-            let mut headers = async_nats::HeaderMap::new();
-            let body = match answer {
-                Answer::Echo => {
-                    let fence = msg
-                        .headers
-                        .as_ref()
-                        .unwrap()
-                        .get("Dagnats-Lease-Fence")
-                        .unwrap();
-                    let mut body = format!("echo:{}:", fence.as_str()).into_bytes();
-                    body.extend_from_slice(&msg.payload);
-                    body
-                }
-                Answer::Bytes(n) => vec![b'x'; n],
-                Answer::Reject => {
-                    headers.insert("Dagnats-Lease-Reject", "stale");
-                    Vec::new()
-                }
-                Answer::Silent => continue,
-            };
-            client
-                .publish_with_headers(reply, headers, body.into())
-                .await
-                .unwrap();
-        }
-    });
-    received
-}
-
 async fn acquire(http: &Http, key: &str, holder: &str) -> Value {
-    let a = http
-        .post(
-            &format!("/v1/leases/{key}/acquire"),
-            json!({"holder": holder, "ttl_ms": 30000}),
-        )
-        .await;
+    let a = http.acquire(key, holder, 30000).await;
     assert_eq!(a.body["granted"], true, "{}", a.body);
     a.body
 }
@@ -97,7 +36,13 @@ async fn raw(http: &Http, key: &str, query: &str, body: Vec<u8>) -> reqwest::Res
         .unwrap()
 }
 
-fn assert_owner(reply: &common::HttpReply, holder: &str, lease: &Value) {
+/// A JSON forward of an empty payload to the owner of `k`, within 2 s.
+async fn forward_empty(http: &Http) -> HttpReply {
+    let body = json!({"payload": "", "timeout_ms": 2000});
+    http.post("/v1/leases/k/forward", body).await
+}
+
+fn assert_owner(reply: &HttpReply, holder: &str, lease: &Value) {
     assert_eq!(reply.body["holder"], holder, "{}", reply.body);
     assert_eq!(reply.body["revision"], lease["revision"], "{}", reply.body);
 }
@@ -106,7 +51,7 @@ fn assert_owner(reply: &common::HttpReply, holder: &str, lease: &Value) {
 async fn json_forward_gives_the_same_body_as_nats() {
     let (s, http) = setup().await;
     let lease = acquire(&http, "k", "h1").await;
-    let _owner = owner(&s.client, "h1", Answer::Echo).await;
+    let _owner = Owner::start(&s.client, "h1", Answer::Echo).await;
     let request = json!({"payload": STANDARD.encode("ping"), "timeout_ms": 2000});
     let via_http = http.post("/v1/leases/k/forward", request.clone()).await;
     assert_eq!(via_http.status, 200);
@@ -127,12 +72,16 @@ async fn json_forward_gives_the_same_body_as_nats() {
 async fn raw_forward_returns_the_owners_bytes_with_holder_and_fence_headers() {
     let (s, http) = setup().await;
     let lease = acquire(&http, "k", "h1").await;
-    let _owner = owner(&s.client, "h1", Answer::Echo).await;
+    let _owner = Owner::start(&s.client, "h1", Answer::Echo).await;
     let resp = raw(&http, "k", "", b"\x00raw\xff".to_vec()).await;
     assert_eq!(resp.status(), 200);
     let fence = lease["revision"].to_string();
     assert_eq!(resp.headers()["dagnats-lease-holder"], "h1");
     assert_eq!(resp.headers()["dagnats-lease-fence"], fence.as_str());
+    assert!(
+        !resp.headers().contains_key("owner-secret"),
+        "owner reply headers are not relayed"
+    );
     let mut expected = format!("echo:{fence}:").into_bytes();
     expected.extend_from_slice(b"\x00raw\xff");
     assert_eq!(resp.bytes().await.unwrap().to_vec(), expected);
@@ -142,7 +91,7 @@ async fn raw_forward_returns_the_owners_bytes_with_holder_and_fence_headers() {
 async fn raw_forward_takes_its_timeout_from_the_query() {
     let (s, http) = setup().await;
     let lease = acquire(&http, "k", "h1").await;
-    let received = owner(&s.client, "h1", Answer::Silent).await;
+    let owner = Owner::start(&s.client, "h1", Answer::Silent).await;
     let started = Instant::now();
     let resp = raw(&http, "k", "?timeout_ms=300", b"x".to_vec()).await;
     let reply = common::HttpReply {
@@ -157,7 +106,7 @@ async fn raw_forward_takes_its_timeout_from_the_query() {
     );
     assert_error(&reply, 504, "owner_timeout");
     assert_owner(&reply, "h1", &lease);
-    assert_eq!(received.load(Ordering::SeqCst), 1);
+    assert_eq!(owner.received(), 1);
 }
 
 #[tokio::test]
@@ -185,30 +134,36 @@ async fn forward_of_a_free_key_is_404_not_held() {
 async fn no_responder_is_502_owner_unavailable() {
     let (_s, http) = setup().await;
     let lease = acquire(&http, "k", "gone").await;
-    let reply = http
-        .post(
-            "/v1/leases/k/forward",
-            json!({"payload": "", "timeout_ms": 2000}),
-        )
-        .await;
+    let reply = forward_empty(&http).await;
     assert_error(&reply, 502, "owner_unavailable");
     assert_owner(&reply, "gone", &lease);
+}
+
+/// As over NATS (tests/forward.rs): the re-read after no responders leads
+/// to the holder that took the key over in between.
+#[tokio::test]
+async fn no_responder_then_the_new_owner_succeeds_with_200() {
+    let t = Takeover::start().await;
+    let http = Http::of(&t.gateway).await;
+    let reply = http
+        .post(
+            &format!("/v1/leases/{KEY}/forward"),
+            Takeover::forward_body(),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    t.assert_the_new_owner_answered(&reply.body);
 }
 
 #[tokio::test]
 async fn stale_rejects_are_409_owner_rejected() {
     let (s, http) = setup().await;
     let lease = acquire(&http, "k", "h1").await;
-    let received = owner(&s.client, "h1", Answer::Reject).await;
-    let reply = http
-        .post(
-            "/v1/leases/k/forward",
-            json!({"payload": "", "timeout_ms": 2000}),
-        )
-        .await;
+    let owner = Owner::start(&s.client, "h1", Answer::Reject).await;
+    let reply = forward_empty(&http).await;
     assert_error(&reply, 409, "owner_rejected");
     assert_owner(&reply, "h1", &lease);
-    assert_eq!(received.load(Ordering::SeqCst), 3);
+    assert_eq!(owner.received(), 3);
 }
 
 #[tokio::test]
@@ -221,32 +176,17 @@ async fn a_payload_that_is_not_base64_is_400_invalid() {
 }
 
 /// A server whose max_payload is 4096 bytes, and a gateway on it.
-async fn small_server() -> (
-    NatsServer,
-    Gateway,
-    async_nats::Client,
-    Http,
-    tempfile::TempDir,
-) {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("nats.conf");
-    std::fs::write(&config, "max_payload: 4096\n").unwrap();
-    let server = NatsServer::start_with(ServerOptions {
-        extra_args: vec!["-c".into(), config.display().to_string()],
-        ..ServerOptions::default()
-    })
-    .await;
-    let gateway = Gateway::start(&server.url).await;
-    let client = common::client(&server.url).await;
-    let http = Http::of(&gateway).await;
-    (server, gateway, client, http, dir)
+async fn small_server() -> (Setup, Http, tempfile::TempDir) {
+    let (s, config) = Setup::with_max_payload(4096).await;
+    let http = Http::of(&s.gateway).await;
+    (s, http, config)
 }
 
 #[tokio::test]
 async fn a_raw_body_over_max_payload_is_413_payload_too_large() {
-    let (_server, _gateway, client, http, _dir) = small_server().await;
+    let (s, http, _config) = small_server().await;
     let lease = acquire(&http, "k", "h1").await;
-    let received = owner(&client, "h1", Answer::Echo).await;
+    let owner = Owner::start(&s.client, "h1", Answer::Echo).await;
     let resp = raw(&http, "k", "", vec![b'x'; 5000]).await;
     let reply = common::HttpReply {
         status: resp.status().as_u16(),
@@ -255,29 +195,24 @@ async fn a_raw_body_over_max_payload_is_413_payload_too_large() {
     };
     assert_error(&reply, 413, "payload_too_large");
     assert_owner(&reply, "h1", &lease);
-    assert_eq!(received.load(Ordering::SeqCst), 0);
+    assert_eq!(owner.received(), 0);
 }
 
 #[tokio::test]
 async fn an_owner_reply_too_large_once_base64_encoded_is_502_reply_too_large() {
-    let (_server, _gateway, client, http, _dir) = small_server().await;
+    let (s, http, _config) = small_server().await;
     let lease = acquire(&http, "k", "big").await;
-    let _owner = owner(&client, "big", Answer::Bytes(3500)).await;
-    let reply = http
-        .post(
-            "/v1/leases/k/forward",
-            json!({"payload": "", "timeout_ms": 2000}),
-        )
-        .await;
+    let _owner = Owner::start(&s.client, "big", Answer::Bytes(3500)).await;
+    let reply = forward_empty(&http).await;
     assert_error(&reply, 502, "reply_too_large");
     assert_owner(&reply, "big", &lease);
 }
 
 #[tokio::test]
 async fn a_raw_forward_returns_a_reply_that_would_be_too_large_in_base64() {
-    let (_server, _gateway, client, http, _dir) = small_server().await;
+    let (s, http, _config) = small_server().await;
     let lease = acquire(&http, "k", "big").await;
-    let _owner = owner(&client, "big", Answer::Bytes(3500)).await;
+    let _owner = Owner::start(&s.client, "big", Answer::Bytes(3500)).await;
     // 3500 bytes fit the owner hop (4096); only base64 would not fit.
     let resp = raw(&http, "k", "?timeout_ms=2000", b"x".to_vec()).await;
     assert_eq!(resp.status(), 200);

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Gateway, Http, NatsServer, ServerOptions, Setup, assert_error, old_server_binary};
+use common::{Gateway, Http, HttpReply, NatsServer, Setup, assert_error};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -17,57 +17,49 @@ fn rev(v: &Value) -> u64 {
     v["revision"].as_u64().expect("revision")
 }
 
+/// `POST /v1/leases/k/acquire` with a body as given, declared as `content_type`.
+async fn acquire_raw(http: &Http, content_type: &str, body: impl Into<reqwest::Body>) -> HttpReply {
+    let req = http
+        .request(Method::POST, "/v1/leases/k/acquire")
+        .header("content-type", content_type)
+        .body(body);
+    http.send(req).await
+}
+
+/// The keys of a list reply, in its order.
+fn keys(list: &Value) -> Vec<&str> {
+    list["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["key"].as_str().unwrap())
+        .collect()
+}
+
 #[tokio::test]
 async fn http_and_nats_give_identical_bodies_for_the_same_scenario() {
     let (s, http) = setup().await;
     // Acquire over HTTP, then both fronts read the same lease.
-    let granted = http
-        .post(
-            "/v1/leases/k/acquire",
-            json!({"holder": "h1", "ttl_ms": 15000}),
-        )
-        .await;
+    let granted = http.acquire("k", "h1", 15000).await;
     assert_eq!(granted.status, 200);
-    let via_nats = s.call("owner", json!({"key": "k"})).await;
+    let via_nats = s.owner("k").await;
     let via_http = http.get("/v1/leases/k").await;
     assert_eq!(via_http.status, 200);
     assert_eq!(via_http.body, via_nats);
     // A second holder is refused the same way by both.
-    let refused_nats = s
-        .call(
-            "acquire",
-            json!({"key": "k", "holder": "h2", "ttl_ms": 15000}),
-        )
-        .await;
-    let refused_http = http
-        .post(
-            "/v1/leases/k/acquire",
-            json!({"holder": "h2", "ttl_ms": 15000}),
-        )
-        .await;
+    let refused_nats = s.acquire("k", "h2", 15000).await;
+    let refused_http = http.acquire("k", "h2", 15000).await;
     assert_eq!(refused_http.status, 200);
     assert_eq!(refused_http.body, refused_nats);
     // The same invalid request, the same error body.
-    let bad_nats = s
-        .call(
-            "acquire",
-            json!({"key": "k", "holder": "h2", "ttl_ms": 1500}),
-        )
-        .await;
-    let bad_http = http
-        .post(
-            "/v1/leases/k/acquire",
-            json!({"holder": "h2", "ttl_ms": 1500}),
-        )
-        .await;
+    let bad_nats = s.acquire("k", "h2", 1500).await;
+    let bad_http = http.acquire("k", "h2", 1500).await;
     assert_error(&bad_http, 400, "invalid");
     assert_eq!(bad_http.body, bad_nats);
     // The same stale renew, the same `lost`.
-    let stale = json!({"holder": "h1", "revision": rev(&granted.body) + 100, "ttl_ms": 15000});
-    let mut stale_nats = stale.clone();
-    stale_nats["key"] = json!("k");
-    let lost_nats = s.call("renew", stale_nats).await;
-    let lost_http = http.post("/v1/leases/k/renew", stale).await;
+    let stale = rev(&granted.body) + 100;
+    let lost_nats = s.renew("k", "h1", stale, 15000).await;
+    let lost_http = http.renew("k", "h1", stale, 15000).await;
     assert_error(&lost_http, 409, "lost");
     assert_eq!(lost_http.body, lost_nats);
 }
@@ -75,12 +67,7 @@ async fn http_and_nats_give_identical_bodies_for_the_same_scenario() {
 #[tokio::test]
 async fn acquire_renew_release_round_trip_with_the_seed_shapes() {
     let (_s, http) = setup().await;
-    let a = http
-        .post(
-            "/v1/leases/leader/acquire",
-            json!({"holder": "h1", "ttl_ms": 15000}),
-        )
-        .await;
+    let a = http.acquire("leader", "h1", 15000).await;
     assert_eq!(a.status, 200);
     assert_eq!(a.body["granted"], true);
     assert_eq!(a.body["held"], true);
@@ -89,22 +76,12 @@ async fn acquire_renew_release_round_trip_with_the_seed_shapes() {
     assert_eq!(a.body["ttl_ms"], 15000);
     common::timestamp(&a.body["acquired_at"]);
     common::timestamp(&a.body["expires_at"]);
-    let r = http
-        .post(
-            "/v1/leases/leader/renew",
-            json!({"holder": "h1", "revision": rev(&a.body), "ttl_ms": 30000}),
-        )
-        .await;
+    let r = http.renew("leader", "h1", rev(&a.body), 30000).await;
     assert_eq!(r.status, 200);
     assert!(rev(&r.body) > rev(&a.body));
     assert_eq!(r.body["acquired_at"], a.body["acquired_at"]);
     assert_eq!(r.body["ttl_ms"], 30000);
-    let x = http
-        .post(
-            "/v1/leases/leader/release",
-            json!({"holder": "h1", "revision": rev(&r.body)}),
-        )
-        .await;
+    let x = http.release("leader", "h1", rev(&r.body)).await;
     assert_eq!(x.status, 200);
     assert_eq!(
         x.body,
@@ -119,18 +96,8 @@ async fn acquire_renew_release_round_trip_with_the_seed_shapes() {
 #[tokio::test]
 async fn granted_false_is_a_200_naming_the_current_holder() {
     let (_s, http) = setup().await;
-    let a = http
-        .post(
-            "/v1/leases/k/acquire",
-            json!({"holder": "h1", "ttl_ms": 15000}),
-        )
-        .await;
-    let b = http
-        .post(
-            "/v1/leases/k/acquire",
-            json!({"holder": "h2", "ttl_ms": 30000}),
-        )
-        .await;
+    let a = http.acquire("k", "h1", 15000).await;
+    let b = http.acquire("k", "h2", 30000).await;
     assert_eq!(b.status, 200);
     assert_eq!(b.body["granted"], false);
     assert_eq!(b.body["holder"], "h1");
@@ -141,18 +108,8 @@ async fn granted_false_is_a_200_naming_the_current_holder() {
 #[tokio::test]
 async fn release_at_a_stale_revision_is_409_lost() {
     let (_s, http) = setup().await;
-    let a = http
-        .post(
-            "/v1/leases/k/acquire",
-            json!({"holder": "h1", "ttl_ms": 15000}),
-        )
-        .await;
-    let x = http
-        .post(
-            "/v1/leases/k/release",
-            json!({"holder": "h2", "revision": rev(&a.body)}),
-        )
-        .await;
+    let a = http.acquire("k", "h1", 15000).await;
+    let x = http.release("k", "h2", rev(&a.body)).await;
     assert_error(&x, 409, "lost");
 }
 
@@ -160,44 +117,18 @@ async fn release_at_a_stale_revision_is_409_lost() {
 async fn list_returns_every_held_lease_ordered_and_filtered_by_prefix() {
     let (_s, http) = setup().await;
     for key in ["shard-2", "shard-1", "leader"] {
-        let a = http
-            .post(
-                &format!("/v1/leases/{key}/acquire"),
-                json!({"holder": "h", "ttl_ms": 15000}),
-            )
-            .await;
+        let a = http.acquire(key, "h", 15000).await;
         assert_eq!(a.status, 200);
     }
-    let gone = http
-        .post(
-            "/v1/leases/shard-3/acquire",
-            json!({"holder": "h", "ttl_ms": 15000}),
-        )
-        .await;
-    http.post(
-        "/v1/leases/shard-3/release",
-        json!({"holder": "h", "revision": rev(&gone.body)}),
-    )
-    .await;
+    let gone = http.acquire("shard-3", "h", 15000).await;
+    http.release("shard-3", "h", rev(&gone.body)).await;
     let all = http.get("/v1/leases").await;
     assert_eq!(all.status, 200);
-    let keys: Vec<&str> = all.body["leases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["key"].as_str().unwrap())
-        .collect();
-    assert_eq!(keys, ["leader", "shard-1", "shard-2"]);
+    assert_eq!(keys(&all.body), ["leader", "shard-1", "shard-2"]);
     let owner = http.get("/v1/leases/leader").await;
     assert_eq!(all.body["leases"][0], owner.body);
     let shards = http.get("/v1/leases?prefix=shard-").await;
-    let keys: Vec<&str> = shards.body["leases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["key"].as_str().unwrap())
-        .collect();
-    assert_eq!(keys, ["shard-1", "shard-2"]);
+    assert_eq!(keys(&shards.body), ["shard-1", "shard-2"]);
     let none = http.get("/v1/leases?prefix=nothing").await;
     assert_eq!(none.body, json!({"leases": []}));
 }
@@ -211,11 +142,7 @@ async fn an_invalid_prefix_is_400_invalid() {
 #[tokio::test]
 async fn malformed_json_is_400_invalid() {
     let (_s, http) = setup().await;
-    let req = http
-        .request(Method::POST, "/v1/leases/k/acquire")
-        .header("content-type", "application/json")
-        .body("{nope");
-    let reply = http.send(req).await;
+    let reply = acquire_raw(&http, "application/json", "{nope").await;
     assert_error(&reply, 400, "invalid");
     assert!(reply.body["error"].as_str().unwrap().contains("not JSON"));
 }
@@ -230,11 +157,7 @@ async fn a_json_array_is_400_invalid() {
 #[tokio::test]
 async fn a_body_that_is_not_declared_json_is_400_invalid() {
     let (_s, http) = setup().await;
-    let req = http
-        .request(Method::POST, "/v1/leases/k/acquire")
-        .header("content-type", "text/plain")
-        .body(r#"{"holder": "h", "ttl_ms": 1000}"#);
-    let reply = http.send(req).await;
+    let reply = acquire_raw(&http, "text/plain", r#"{"holder": "h", "ttl_ms": 1000}"#).await;
     assert_error(&reply, 400, "invalid");
     assert!(
         reply.body["error"]
@@ -310,29 +233,17 @@ async fn a_body_over_the_limit_is_413_body_too_large() {
         r#"{{"holder": "h", "ttl_ms": 1000, "pad": "{}"}}"#,
         "x".repeat(13 << 20)
     );
-    let req = http
-        .request(Method::POST, "/v1/leases/k/acquire")
-        .header("content-type", "application/json")
-        .body(huge);
-    assert_error(&http.send(req).await, 413, "body_too_large");
+    let reply = acquire_raw(&http, "application/json", huge).await;
+    assert_error(&reply, 413, "body_too_large");
 }
 
 #[tokio::test]
 async fn a_server_without_jetstream_answers_503_unavailable() {
-    let server = NatsServer::start_with(ServerOptions {
-        jetstream: false,
-        ..ServerOptions::default()
-    })
-    .await;
+    let server = NatsServer::without_jetstream().await;
     let gateway = Gateway::spawn(&server.url, &[], &[]);
     gateway.wait_serving().await;
     let http = Http::of(&gateway).await;
-    let reply = http
-        .post(
-            "/v1/leases/k/acquire",
-            json!({"holder": "h", "ttl_ms": 1000}),
-        )
-        .await;
+    let reply = http.acquire("k", "h", 1000).await;
     assert_error(&reply, 503, "unavailable");
     assert_error(&http.get("/readyz").await, 503, "unavailable");
     assert_eq!(http.get("/healthz").await.status, 200);
@@ -340,11 +251,7 @@ async fn a_server_without_jetstream_answers_503_unavailable() {
 
 #[tokio::test]
 async fn an_old_server_answers_501_unsupported_and_is_not_ready() {
-    let server = NatsServer::start_with(ServerOptions {
-        binary: old_server_binary(),
-        ..ServerOptions::default()
-    })
-    .await;
+    let server = NatsServer::old().await;
     let gateway = Gateway::spawn(&server.url, &[], &[]);
     gateway
         .log
@@ -360,12 +267,7 @@ async fn an_old_server_answers_501_unsupported_and_is_not_ready() {
 #[tokio::test]
 async fn revoke_frees_a_held_key_with_a_higher_fence_and_names_the_holder() {
     let (s, http) = setup().await;
-    let held = s
-        .call(
-            "acquire",
-            json!({"key": "stuck", "holder": "zombie", "ttl_ms": 60000}),
-        )
-        .await;
+    let held = s.acquire("stuck", "zombie", 60000).await;
     let revoked = http
         .send(http.request(Method::DELETE, "/v1/leases/stuck"))
         .await;
@@ -377,7 +279,7 @@ async fn revoke_frees_a_held_key_with_a_higher_fence_and_names_the_holder() {
         json!({"released": true, "held": false, "key": "stuck", "holder": "zombie", "revision": fence})
     );
     assert_eq!(
-        s.call("owner", json!({"key": "stuck"})).await,
+        s.owner("stuck").await,
         json!({"held": false, "key": "stuck"})
     );
     // The old holder's fence is stale everywhere, and its release is no
@@ -426,18 +328,8 @@ async fn revoke_needs_the_write_token() {
 #[tokio::test]
 async fn recent_events_list_the_last_changes_oldest_first() {
     let (s, http) = setup().await;
-    let a = s
-        .call(
-            "acquire",
-            json!({"key": "r", "holder": "h", "ttl_ms": 60000}),
-        )
-        .await;
-    let x = s
-        .call(
-            "release",
-            json!({"key": "r", "holder": "h", "revision": a["revision"]}),
-        )
-        .await;
+    let a = s.acquire("r", "h", 60000).await;
+    let x = s.release("r", "h", &a["revision"]).await;
     let events = common::eventually(
         "both changes",
         std::time::Duration::from_secs(5),

@@ -12,13 +12,7 @@ const READ: &str = "read-secret-19bc";
 
 async fn gateway_with(env: &[(&str, &str)]) -> (NatsServer, Gateway, Http) {
     let server = NatsServer::start().await;
-    let gateway = Gateway::spawn(&server.url, &[], env);
-    gateway.wait_serving().await;
-    gateway
-        .log
-        .wait_for("leases bucket ready", std::time::Duration::from_secs(15))
-        .await
-        .unwrap();
+    let gateway = Gateway::start_with(&server.url, &[], env).await;
     let http = Http::of(&gateway).await;
     (server, gateway, http)
 }
@@ -197,35 +191,29 @@ async fn json_is_gzipped_for_clients_that_accept_it() {
     assert_eq!(resp.headers()["content-encoding"], "gzip");
 }
 
+/// `GET /v1/leases` as a page served from `origin` sends it.
+async fn get_leases_from(http: &Http, origin: &str) -> reqwest::Response {
+    http.request(Method::GET, "/v1/leases")
+        .header("origin", origin)
+        .send()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn cors_headers_only_when_origins_are_configured() {
     let s = Setup::start().await;
     let http = Http::of(&s.gateway).await;
-    let plain = http
-        .request(Method::GET, "/v1/leases")
-        .header("origin", "https://ops.example")
-        .send()
-        .await
-        .unwrap();
+    let plain = get_leases_from(&http, "https://ops.example").await;
     assert!(plain.headers().get("access-control-allow-origin").is_none());
 
     let (_server, _gateway, http) =
         gateway_with(&[("DAGNATS_HTTP_CORS_ORIGINS", "https://ops.example")]).await;
-    let allowed = http
-        .request(Method::GET, "/v1/leases")
-        .header("origin", "https://ops.example")
-        .send()
-        .await
-        .unwrap();
+    let allowed = get_leases_from(&http, "https://ops.example").await;
     assert_eq!(
         allowed.headers()["access-control-allow-origin"],
         "https://ops.example"
     );
-    let other = http
-        .request(Method::GET, "/v1/leases")
-        .header("origin", "https://elsewhere.example")
-        .send()
-        .await
-        .unwrap();
+    let other = get_leases_from(&http, "https://elsewhere.example").await;
     assert!(other.headers().get("access-control-allow-origin").is_none());
 }

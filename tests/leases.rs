@@ -5,20 +5,9 @@ mod common;
 
 use std::time::Duration;
 
+use common::lease_ops::{acquire, renew};
 use common::{Setup, eventually, stream_state, timestamp};
 use serde_json::{Value, json};
-
-fn acquire(key: &str, holder: &str, ttl_ms: u64) -> Value {
-    json!({"key": key, "holder": holder, "ttl_ms": ttl_ms})
-}
-
-fn renew(key: &str, holder: &str, revision: &Value, ttl_ms: u64) -> Value {
-    json!({"key": key, "holder": holder, "revision": revision, "ttl_ms": ttl_ms})
-}
-
-fn release(key: &str, holder: &str, revision: &Value) -> Value {
-    json!({"key": key, "holder": holder, "revision": revision})
-}
 
 fn assert_lost(reply: &Value) {
     assert_eq!(reply["kind"], "lost", "{reply}");
@@ -27,6 +16,18 @@ fn assert_lost(reply: &Value) {
         "{reply}"
     );
     assert_eq!(reply.as_object().unwrap().len(), 2, "{reply}");
+}
+
+/// Awaits `call` and asserts it left the stream as it was: no write.
+async fn writing_nothing(s: &Setup, call: impl Future<Output = Value>) -> Value {
+    let before = stream_state(&s.client).await;
+    let reply = call.await;
+    assert_eq!(
+        stream_state(&s.client).await,
+        before,
+        "the call wrote nothing"
+    );
+    reply
 }
 
 #[tokio::test]
@@ -66,8 +67,8 @@ async fn acquire_grants_a_free_key() {
 #[tokio::test]
 async fn acquire_of_a_held_key_names_the_holder_and_is_not_granted() {
     let s = Setup::start().await;
-    let first = s.call("acquire", acquire("k", "holder-a", 15_000)).await;
-    let other = s.call("acquire", acquire("k", "holder-b", 5_000)).await;
+    let first = s.acquire("k", "holder-a", 15_000).await;
+    let other = s.acquire("k", "holder-b", 5_000).await;
     assert_eq!(other["granted"], false);
     assert_eq!(other["held"], true);
     assert_eq!(other["holder"], "holder-a");
@@ -80,10 +81,10 @@ async fn acquire_of_a_held_key_names_the_holder_and_is_not_granted() {
 #[tokio::test]
 async fn acquire_by_current_holder_is_idempotent_and_does_not_extend_ttl() {
     let s = Setup::start().await;
-    let first = s.call("acquire", acquire("k", "h", 2_000)).await;
+    let first = s.acquire("k", "h", 2_000).await;
     let before = stream_state(&s.client).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let again = s.call("acquire", acquire("k", "h", 10_000)).await;
+    let again = s.acquire("k", "h", 10_000).await;
     assert_eq!(again, first, "same lease, same revision, same expiry");
     assert_eq!(
         stream_state(&s.client).await["last_seq"],
@@ -91,23 +92,15 @@ async fn acquire_by_current_holder_is_idempotent_and_does_not_extend_ttl() {
         "no write"
     );
     // Freed by the first TTL, not a later one.
-    eventually(
-        "the first TTL to free the key",
-        Duration::from_secs(5),
-        || async {
-            let owner = s.call("owner", json!({"key": "k"})).await;
-            (owner["held"] == false).then_some(())
-        },
-    )
-    .await;
+    s.wait_free("the first TTL to free the key", "k").await;
 }
 
 #[tokio::test]
 async fn fence_grows_across_holders() {
     let s = Setup::start().await;
-    let a = s.call("acquire", acquire("k", "a", 1_000)).await;
-    let released = s.call("release", release("k", "a", &a["revision"])).await;
-    let b = s.call("acquire", acquire("k", "b", 1_000)).await;
+    let a = s.acquire("k", "a", 1_000).await;
+    let released = s.release("k", "a", &a["revision"]).await;
+    let b = s.acquire("k", "b", 1_000).await;
     assert_eq!(b["granted"], true);
     let (ra, rr, rb) = (
         a["revision"].as_u64().unwrap(),
@@ -117,7 +110,7 @@ async fn fence_grows_across_holders() {
     assert!(ra < rr && rr < rb, "{ra} < {rr} < {rb}");
     // After an expiry too: the server's marker sits between the tenures.
     let c = eventually("b's lease to expire", Duration::from_secs(5), || async {
-        let c = s.call("acquire", acquire("k", "c", 1_000)).await;
+        let c = s.acquire("k", "c", 1_000).await;
         (c["granted"] == true).then_some(c)
     })
     .await;
@@ -127,12 +120,12 @@ async fn fence_grows_across_holders() {
 #[tokio::test]
 async fn expired_lease_is_freed_by_the_server_and_can_be_taken() {
     let s = Setup::start().await;
-    let a = s.call("acquire", acquire("k", "a", 1_000)).await;
-    let held = s.call("owner", json!({"key": "k"})).await;
+    let a = s.acquire("k", "a", 1_000).await;
+    let held = s.owner("k").await;
     assert_eq!(held["holder"], "a");
     let expires = timestamp(&a["expires_at"]);
     eventually("the key to be freed", Duration::from_secs(5), || async {
-        let owner = s.call("owner", json!({"key": "k"})).await;
+        let owner = s.owner("k").await;
         (owner == json!({"held": false, "key": "k"})).then_some(())
     })
     .await;
@@ -140,7 +133,7 @@ async fn expired_lease_is_freed_by_the_server_and_can_be_taken() {
         time::OffsetDateTime::now_utc() >= expires,
         "never freed early"
     );
-    let b = s.call("acquire", acquire("k", "b", 1_000)).await;
+    let b = s.acquire("k", "b", 1_000).await;
     assert_eq!(
         (b["granted"].clone(), b["holder"].clone()),
         (json!(true), json!("b"))
@@ -150,11 +143,9 @@ async fn expired_lease_is_freed_by_the_server_and_can_be_taken() {
 #[tokio::test]
 async fn renew_extends_the_lease_with_a_new_fence_and_keeps_acquired_at() {
     let s = Setup::start().await;
-    let a = s.call("acquire", acquire("k", "h", 2_000)).await;
+    let a = s.acquire("k", "h", 2_000).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let r = s
-        .call("renew", renew("k", "h", &a["revision"], 3_000))
-        .await;
+    let r = s.renew("k", "h", &a["revision"], 3_000).await;
     assert_eq!(r["granted"], true);
     assert_eq!(r["held"], true);
     assert_eq!(r["key"], "k");
@@ -166,7 +157,7 @@ async fn renew_extends_the_lease_with_a_new_fence_and_keeps_acquired_at() {
     );
     assert_eq!(r["ttl_ms"], 3_000);
     assert!(timestamp(&r["expires_at"]) > timestamp(&a["expires_at"]));
-    let owner = s.call("owner", json!({"key": "k"})).await;
+    let owner = s.owner("k").await;
     assert_eq!(owner["revision"], r["revision"]);
     assert_eq!(owner["ttl_ms"], 3_000);
 }
@@ -174,92 +165,58 @@ async fn renew_extends_the_lease_with_a_new_fence_and_keeps_acquired_at() {
 #[tokio::test]
 async fn renew_keeps_the_key_past_its_first_ttl() {
     let s = Setup::start().await;
-    let mut lease = s.call("acquire", acquire("k", "h", 1_000)).await;
+    let mut lease = s.acquire("k", "h", 1_000).await;
     let first_expiry = timestamp(&lease["expires_at"]);
     while time::OffsetDateTime::now_utc() < first_expiry + Duration::from_millis(700) {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        lease = s
-            .call("renew", renew("k", "h", &lease["revision"], 1_000))
-            .await;
+        lease = s.renew("k", "h", &lease["revision"], 1_000).await;
         assert_eq!(lease["granted"], true, "{lease}");
     }
-    let owner = s.call("owner", json!({"key": "k"})).await;
+    let owner = s.owner("k").await;
     assert_eq!(owner["holder"], "h");
 }
 
 #[tokio::test]
 async fn renew_by_another_holder_is_lost() {
     let s = Setup::start().await;
-    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
-    let before = stream_state(&s.client).await;
-    assert_lost(
-        &s.call("renew", renew("k", "b", &a["revision"], 15_000))
-            .await,
-    );
-    assert_eq!(stream_state(&s.client).await, before);
+    let a = s.acquire("k", "a", 15_000).await;
+    assert_lost(&writing_nothing(&s, s.renew("k", "b", &a["revision"], 15_000)).await);
 }
 
 #[tokio::test]
 async fn renew_at_a_stale_revision_is_lost() {
     let s = Setup::start().await;
-    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
-    let r = s
-        .call("renew", renew("k", "a", &a["revision"], 15_000))
-        .await;
-    let r2 = s
-        .call("renew", renew("k", "a", &r["revision"], 15_000))
-        .await;
+    let a = s.acquire("k", "a", 15_000).await;
+    let r = s.renew("k", "a", &a["revision"], 15_000).await;
+    let r2 = s.renew("k", "a", &r["revision"], 15_000).await;
     assert_eq!(r2["granted"], true);
     // a's first fence is two writes old: not a retry of the last renew.
-    assert_lost(
-        &s.call("renew", renew("k", "a", &a["revision"], 15_000))
-            .await,
-    );
+    assert_lost(&s.renew("k", "a", &a["revision"], 15_000).await);
     let wrong = json!(a["revision"].as_u64().unwrap() + 1_000);
-    assert_lost(&s.call("renew", renew("k", "a", &wrong, 15_000)).await);
+    assert_lost(&s.renew("k", "a", &wrong, 15_000).await);
 }
 
 #[tokio::test]
 async fn renew_of_a_free_key_is_lost() {
     let s = Setup::start().await;
-    assert_lost(
-        &s.call("renew", renew("nobody", "a", &json!(1), 15_000))
-            .await,
-    );
+    assert_lost(&s.renew("nobody", "a", &json!(1), 15_000).await);
 }
 
 #[tokio::test]
 async fn renew_after_expiry_is_lost() {
     let s = Setup::start().await;
-    let a = s.call("acquire", acquire("k", "a", 1_000)).await;
-    eventually("expiry", Duration::from_secs(5), || async {
-        let owner = s.call("owner", json!({"key": "k"})).await;
-        (owner["held"] == false).then_some(())
-    })
-    .await;
-    assert_lost(
-        &s.call("renew", renew("k", "a", &a["revision"], 1_000))
-            .await,
-    );
+    let a = s.acquire("k", "a", 1_000).await;
+    s.wait_free("expiry", "k").await;
+    assert_lost(&s.renew("k", "a", &a["revision"], 1_000).await);
 }
 
 #[tokio::test]
 async fn renew_retried_after_a_lost_reply_gets_the_same_outcome() {
     let s = Setup::start().await;
-    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
-    let first = s
-        .call("renew", renew("k", "a", &a["revision"], 15_000))
-        .await;
-    let before = stream_state(&s.client).await;
-    let retry = s
-        .call("renew", renew("k", "a", &a["revision"], 15_000))
-        .await;
+    let a = s.acquire("k", "a", 15_000).await;
+    let first = s.renew("k", "a", &a["revision"], 15_000).await;
+    let retry = writing_nothing(&s, s.renew("k", "a", &a["revision"], 15_000)).await;
     assert_eq!(retry, first);
-    assert_eq!(
-        stream_state(&s.client).await,
-        before,
-        "the retry wrote nothing"
-    );
 }
 
 #[tokio::test]
@@ -268,10 +225,8 @@ async fn renew_retried_on_another_gateway_gets_the_same_outcome() {
     // record to recognise the retry.
     let s = Setup::start().await;
     let other = common::Gateway::start(&s.server.url).await;
-    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
-    let first = s
-        .call("renew", renew("k", "a", &a["revision"], 15_000))
-        .await;
+    let a = s.acquire("k", "a", 15_000).await;
+    let first = s.renew("k", "a", &a["revision"], 15_000).await;
     drop(s.gateway);
     let retry = common::call(&s.client, "renew", renew("k", "a", &a["revision"], 15_000)).await;
     assert_eq!(retry, first);
@@ -281,24 +236,21 @@ async fn renew_retried_on_another_gateway_gets_the_same_outcome() {
 #[tokio::test]
 async fn release_frees_the_key_and_replies_with_the_release_fence() {
     let s = Setup::start().await;
-    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
-    let r = s.call("release", release("k", "a", &a["revision"])).await;
+    let a = s.acquire("k", "a", 15_000).await;
+    let r = s.release("k", "a", &a["revision"]).await;
     let fence = r["revision"].as_u64().unwrap();
     assert!(fence > a["revision"].as_u64().unwrap());
     assert_eq!(
         r,
         json!({"released": true, "held": false, "key": "k", "holder": "a", "revision": fence})
     );
-    assert_eq!(
-        s.call("owner", json!({"key": "k"})).await,
-        json!({"held": false, "key": "k"})
-    );
+    assert_eq!(s.owner("k").await, json!({"held": false, "key": "k"}));
 }
 
 #[tokio::test]
 async fn release_ignores_ttl_ms_as_the_seed_example_sends_it() {
     let s = Setup::start().await;
-    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
+    let a = s.acquire("k", "a", 15_000).await;
     let body = json!({"key": "k", "holder": "a", "revision": a["revision"], "ttl_ms": 15_000});
     assert_eq!(s.call("release", body).await["released"], true);
 }
@@ -306,82 +258,64 @@ async fn release_ignores_ttl_ms_as_the_seed_example_sends_it() {
 #[tokio::test]
 async fn release_retried_after_a_lost_reply_gets_the_same_outcome() {
     let s = Setup::start().await;
-    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
-    let first = s.call("release", release("k", "a", &a["revision"])).await;
-    let before = stream_state(&s.client).await;
-    let retry = s.call("release", release("k", "a", &a["revision"])).await;
+    let a = s.acquire("k", "a", 15_000).await;
+    let first = s.release("k", "a", &a["revision"]).await;
+    let retry = writing_nothing(&s, s.release("k", "a", &a["revision"])).await;
     assert_eq!(retry, first);
-    assert_eq!(
-        stream_state(&s.client).await,
-        before,
-        "the retry wrote nothing"
-    );
 }
 
 #[tokio::test]
 async fn release_of_an_expired_lease_is_lost() {
     let s = Setup::start().await;
-    let a = s.call("acquire", acquire("k", "a", 1_000)).await;
-    eventually("expiry", Duration::from_secs(5), || async {
-        let owner = s.call("owner", json!({"key": "k"})).await;
-        (owner["held"] == false).then_some(())
-    })
-    .await;
-    assert_lost(&s.call("release", release("k", "a", &a["revision"])).await);
+    let a = s.acquire("k", "a", 1_000).await;
+    s.wait_free("expiry", "k").await;
+    assert_lost(&s.release("k", "a", &a["revision"]).await);
 }
 
 #[tokio::test]
 async fn release_by_another_holder_or_at_a_stale_revision_is_lost() {
     let s = Setup::start().await;
-    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
-    let r = s
-        .call("renew", renew("k", "a", &a["revision"], 15_000))
-        .await;
+    let a = s.acquire("k", "a", 15_000).await;
+    let r = s.renew("k", "a", &a["revision"], 15_000).await;
     let before = stream_state(&s.client).await;
-    assert_lost(&s.call("release", release("k", "b", &r["revision"])).await);
-    assert_lost(
-        &s.call("release", release("k", "a", &json!(1_000_000)))
-            .await,
-    );
+    assert_lost(&s.release("k", "b", &r["revision"]).await);
+    assert_lost(&s.release("k", "a", &json!(1_000_000)).await);
     assert_eq!(stream_state(&s.client).await, before);
-    assert_eq!(
-        s.call("owner", json!({"key": "k"})).await["revision"],
-        r["revision"]
-    );
+    assert_eq!(s.owner("k").await["revision"], r["revision"]);
 }
 
 #[tokio::test]
 async fn release_of_a_free_key_is_lost() {
     let s = Setup::start().await;
-    assert_lost(&s.call("release", release("nobody", "a", &json!(1))).await);
+    assert_lost(&s.release("nobody", "a", &json!(1)).await);
 }
 
 #[tokio::test]
 async fn owner_of_a_free_key_is_held_false_and_the_key() {
     let s = Setup::start().await;
-    let owner = s.call("owner", json!({"key": "free"})).await;
+    let owner = s.owner("free").await;
     assert_eq!(owner, json!({"held": false, "key": "free"}));
 }
 
 #[tokio::test]
 async fn owner_reports_the_lease_and_has_no_side_effects() {
     let s = Setup::start().await;
-    let a = s.call("acquire", acquire("k", "a", 15_000)).await;
+    let a = s.acquire("k", "a", 15_000).await;
     let before = stream_state(&s.client).await;
     for _ in 0..3 {
-        let owner = s.call("owner", json!({"key": "k"})).await;
+        let owner = s.owner("k").await;
         let mut expected = a.clone();
         expected.as_object_mut().unwrap().remove("granted");
         assert_eq!(owner, expected);
     }
-    s.call("owner", json!({"key": "free"})).await;
+    s.owner("free").await;
     assert_eq!(stream_state(&s.client).await, before);
 }
 
 #[tokio::test]
 async fn leases_survive_a_server_restart() {
     let mut s = Setup::start().await;
-    let a = s.call("acquire", acquire("k", "a", 60_000)).await;
+    let a = s.acquire("k", "a", 60_000).await;
     s.server.restart().await;
     let owner = eventually(
         "the gateway to reconnect",
@@ -395,9 +329,7 @@ async fn leases_survive_a_server_restart() {
     .await;
     assert_eq!(owner["holder"], "a");
     assert_eq!(owner["revision"], a["revision"]);
-    let r = s
-        .call("renew", renew("k", "a", &a["revision"], 60_000))
-        .await;
+    let r = s.renew("k", "a", &a["revision"], 60_000).await;
     assert_eq!(r["granted"], true, "{r}");
     s.client = common::client(&s.server.url).await;
 }
@@ -408,16 +340,13 @@ async fn renew_in_the_last_moment_before_expiry_is_lost_and_writes_nothing() {
     // nats-server would acknowledge it and then let the overdue expiry
     // erase it (docs/operations.md), leaving two holders entitled.
     let s = Setup::start().await;
-    let a = s.call("acquire", acquire("k", "a", 1_000)).await;
+    let a = s.acquire("k", "a", 1_000).await;
     let expires = timestamp(&a["expires_at"]);
     let wait = expires - time::OffsetDateTime::now_utc() - Duration::from_millis(150);
     tokio::time::sleep(wait.try_into().unwrap_or_default()).await;
     let mut writes = s.client.subscribe("$KV.leases.k").await.unwrap();
     s.client.flush().await.unwrap();
-    assert_lost(
-        &s.call("renew", renew("k", "a", &a["revision"], 1_000))
-            .await,
-    );
+    assert_lost(&s.renew("k", "a", &a["revision"], 1_000).await);
     use futures::StreamExt;
     let wrote = tokio::time::timeout(Duration::from_millis(300), writes.next()).await;
     assert!(wrote.is_err(), "the gateway wrote nothing");

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use common::lease_ops::{acquire, release, renew};
 use common::{Gateway, NatsServer, ServerOptions, call};
 use futures::StreamExt;
 use serde_json::json;
@@ -41,20 +42,15 @@ async fn the_documented_permissions_let_a_gateway_and_a_holder_do_their_work() {
         ..ServerOptions::default()
     })
     .await;
-    let gateway = Gateway::spawn(
+    let _gateway = Gateway::start_with(
         &server.url,
         &[],
         &[
             ("NATS_USER", "dagnats"),
             ("NATS_PASSWORD", "gateway-secret"),
         ],
-    );
-    gateway.wait_serving().await;
-    gateway
-        .log
-        .wait_for("leases bucket ready", Duration::from_secs(15))
-        .await
-        .unwrap_or_else(|| panic!("bucket not ready:\n{}", gateway.log.text()));
+    )
+    .await;
 
     let holder = connect(&server.url, "notify", "holder-secret").await;
     let mut events = holder
@@ -77,37 +73,22 @@ async fn the_documented_permissions_let_a_gateway_and_a_holder_do_their_work() {
         })
     };
 
-    let lease = call(
-        &holder,
-        "acquire",
-        json!({"key": "notify-leader", "holder": "notify-7f3a", "ttl_ms": 15000}),
-    )
-    .await;
+    let (key, me) = ("notify-leader", "notify-7f3a");
+    let lease = call(&holder, "acquire", acquire(key, me, 15000)).await;
     assert_eq!(lease["granted"], true, "{lease}");
-    let renewed = call(
-        &holder,
-        "renew",
-        json!({"key": "notify-leader", "holder": "notify-7f3a",
-               "revision": lease["revision"], "ttl_ms": 15000}),
-    )
-    .await;
+    let renewed = call(&holder, "renew", renew(key, me, &lease["revision"], 15000)).await;
     assert_eq!(renewed["granted"], true, "{renewed}");
-    let owner = call(&holder, "owner", json!({"key": "notify-leader"})).await;
+    let owner = call(&holder, "owner", json!({"key": key})).await;
     assert_eq!(owner["revision"], renewed["revision"], "{owner}");
     let forwarded = call(
         &holder,
         "forward",
-        json!({"key": "notify-leader", "payload": STANDARD.encode("ping")}),
+        json!({"key": key, "payload": STANDARD.encode("ping")}),
     )
     .await;
     assert_eq!(forwarded["payload"], STANDARD.encode("pong"), "{forwarded}");
     owner_side.await.unwrap();
-    let released = call(
-        &holder,
-        "release",
-        json!({"key": "notify-leader", "holder": "notify-7f3a", "revision": renewed["revision"]}),
-    )
-    .await;
+    let released = call(&holder, "release", release(key, me, &renewed["revision"])).await;
     assert_eq!(released["released"], true, "{released}");
     let event = tokio::time::timeout(Duration::from_secs(5), events.next())
         .await

@@ -26,15 +26,10 @@ async fn assert_all_invalid(s: &Setup, op: &str, bodies: Vec<Vec<u8>>) {
         "{op}: the bucket changed"
     );
     // Still serving.
-    let ok = s
-        .call(
-            "acquire",
-            json!({"key": "still-ok", "holder": "h", "ttl_ms": 1000}),
-        )
-        .await;
+    let ok = s.acquire("still-ok", "h", 1000).await;
     assert_eq!(ok["granted"], true, "{ok}");
-    let r = json!({"key": "still-ok", "holder": "h", "revision": ok["revision"]});
-    assert_eq!(s.call("release", r).await["released"], true);
+    let released = s.release("still-ok", "h", &ok["revision"]).await;
+    assert_eq!(released["released"], true);
 }
 
 fn json_bodies(values: Vec<Value>) -> Vec<Vec<u8>> {
@@ -54,6 +49,13 @@ fn without(base: &Value, field: &str) -> Value {
     let mut body = base.clone();
     body.as_object_mut().unwrap().remove(field);
     body
+}
+
+/// `base` with each of `bad` in `field`, then with `field` left out.
+fn bad_or_missing(base: &Value, field: &str, bad: Vec<Value>) -> Vec<Value> {
+    let mut bodies: Vec<Value> = bad.into_iter().map(|v| with(base, field, v)).collect();
+    bodies.push(without(base, field));
+    bodies
 }
 
 /// Values that are not a valid key or holder.
@@ -88,7 +90,8 @@ fn bad_ttls() -> Vec<Value> {
         json!(601_000),
         json!(-1000),
         json!(1000.5),
-        json!(1e3),
+        json!(1500.0),
+        json!(-1e3),
         json!("1000"),
         json!(null),
         json!(u64::MAX),
@@ -146,8 +149,7 @@ async fn bad_keys_and_holders_are_invalid() {
     ] {
         let mut bodies = Vec::new();
         for field in fields {
-            bodies.extend(bad_names().into_iter().map(|bad| with(base, field, bad)));
-            bodies.push(without(base, field));
+            bodies.extend(bad_or_missing(base, field, bad_names()));
         }
         assert_all_invalid(&s, op, json_bodies(bodies)).await;
     }
@@ -159,11 +161,7 @@ async fn bad_ttls_are_invalid_and_ttl_is_required_on_acquire_and_renew() {
     let acquire = json!({"key": "k", "holder": "h", "ttl_ms": 1000});
     let renew = json!({"key": "k", "holder": "h", "revision": 1, "ttl_ms": 1000});
     for (op, base) in [("acquire", &acquire), ("renew", &renew)] {
-        let mut bodies: Vec<Value> = bad_ttls()
-            .into_iter()
-            .map(|t| with(base, "ttl_ms", t))
-            .collect();
-        bodies.push(without(base, "ttl_ms"));
+        let bodies = bad_or_missing(base, "ttl_ms", bad_ttls());
         assert_all_invalid(&s, op, json_bodies(bodies)).await;
     }
 }
@@ -174,7 +172,7 @@ async fn revision_is_required_and_never_zero_on_renew_and_release() {
     let renew = json!({"key": "k", "holder": "h", "revision": 1, "ttl_ms": 1000});
     let release = json!({"key": "k", "holder": "h", "revision": 1});
     for (op, base) in [("renew", &renew), ("release", &release)] {
-        let mut bodies: Vec<Value> = [
+        let bad = vec![
             json!(0),
             json!(-1),
             json!(1.5),
@@ -182,13 +180,26 @@ async fn revision_is_required_and_never_zero_on_renew_and_release() {
             json!(null),
             json!(1e30),
             json!([1]),
-        ]
-        .into_iter()
-        .map(|r| with(base, "revision", r))
-        .collect();
-        bodies.push(without(base, "revision"));
+        ];
+        let bodies = bad_or_missing(base, "revision", bad);
         assert_all_invalid(&s, op, json_bodies(bodies)).await;
     }
+}
+
+#[tokio::test]
+async fn whole_numbers_written_as_floats_are_those_integers() {
+    let s = Setup::start().await;
+    let acquire = json!({"key": "k", "holder": "h", "ttl_ms": 3000.0});
+    let granted = s.call("acquire", acquire).await;
+    assert_eq!(granted["granted"], true, "{granted}");
+    assert_eq!(granted["ttl_ms"], json!(3000));
+    let revision = granted["revision"].as_u64().unwrap() as f64;
+    let renew = json!({"key": "k", "holder": "h", "revision": revision, "ttl_ms": 2e3});
+    let renewed = s.call("renew", renew).await;
+    assert_eq!(renewed["granted"], true, "{renewed}");
+    assert_eq!(renewed["ttl_ms"], json!(2000));
+    let release = json!({"key": "k", "holder": "h", "revision": renewed["revision"].as_f64()});
+    assert_eq!(s.call("release", release).await["released"], true);
 }
 
 #[tokio::test]
@@ -196,16 +207,11 @@ async fn the_longest_key_and_holder_are_valid() {
     let s = Setup::start().await;
     let (key, holder) = ("K-_9".repeat(32), "h_-Z".repeat(32));
     assert_eq!(key.len(), 128);
-    let reply = s
-        .call(
-            "acquire",
-            json!({"key": key, "holder": holder, "ttl_ms": 600_000}),
-        )
-        .await;
+    let reply = s.acquire(&key, &holder, 600_000).await;
     assert_eq!(reply["granted"], true, "{reply}");
     assert_eq!(reply["key"], key.as_str());
     assert_eq!(reply["holder"], holder.as_str());
-    let owner = s.call("owner", json!({"key": key})).await;
+    let owner = s.owner(&key).await;
     assert_eq!(owner["holder"], holder.as_str());
 }
 

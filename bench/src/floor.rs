@@ -8,10 +8,11 @@ use serde_json::{Value, json};
 
 use crate::measure::{Latency, sequential};
 
-/// Starts an echo responder and returns its subject.
-pub async fn echo_responder(nats: &Client) -> String {
-    let subject = "bench.echo".to_string();
-    let mut sub = nats.subscribe(subject.clone()).await.expect("subscribe");
+/// Answers every request on `subject` with its own payload, returning once
+/// the subscription is registered. The floor's hop and the gateway's forward
+/// owner share it, so both figures measure the same responder.
+pub async fn echo(nats: &Client, subject: String) {
+    let mut sub = nats.subscribe(subject).await.expect("subscribe");
     let nats2 = nats.clone();
     tokio::spawn(async move {
         while let Some(msg) = sub.next().await {
@@ -21,6 +22,12 @@ pub async fn echo_responder(nats: &Client) -> String {
         }
     });
     nats.flush().await.expect("flush");
+}
+
+/// Starts an echo responder and returns its subject.
+pub async fn echo_responder(nats: &Client) -> String {
+    let subject = "bench.echo".to_string();
+    echo(nats, subject.clone()).await;
     subject
 }
 

@@ -3,39 +3,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::Client;
 use bytes::Bytes;
 use dagnats_leases::client::LeaseClient;
-use futures::StreamExt;
 
 use crate::measure::{Latency, sequential, throughput};
 
 const TTL: Duration = Duration::from_secs(60);
 
-/// Latency of each operation, measured one call after another.
+/// Latency of each operation, measured one call after another; both fronts
+/// report this shape, in the JSON as in the tables.
+#[derive(serde::Serialize)]
 pub struct Sequential {
     pub acquire: Latency,
     pub renew: Latency,
     pub owner: Latency,
     pub release: Latency,
     pub forward: Latency,
-}
-
-/// Starts an owner for `holder` that answers every forwarded request.
-async fn echo_owner(nats: &Client, holder: &str) {
-    let mut sub = nats
-        .subscribe(format!("dagnats.lease.inbox.{holder}.>"))
-        .await
-        .expect("subscribe");
-    let nats2 = nats.clone();
-    tokio::spawn(async move {
-        while let Some(msg) = sub.next().await {
-            if let Some(reply) = msg.reply {
-                let _ = nats2.publish(reply, msg.payload).await;
-            }
-        }
-    });
-    nats.flush().await.expect("flush");
 }
 
 pub async fn sequential_ops(leases: &LeaseClient, n: u64) -> Sequential {
@@ -92,7 +75,9 @@ pub async fn sequential_ops(leases: &LeaseClient, n: u64) -> Sequential {
     })
     .await;
 
-    echo_owner(leases.nats(), "bench-owner").await;
+    // An owner for "bench-owner" that answers every forwarded request.
+    let inbox = "dagnats.lease.inbox.bench-owner.>".to_string();
+    crate::floor::echo(leases.nats(), inbox).await;
     leases
         .acquire("fwd", "bench-owner", TTL)
         .await

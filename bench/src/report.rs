@@ -1,6 +1,6 @@
 //! The results: a markdown table for people and the README, JSON for tools.
 
-use std::fmt::Write;
+use std::borrow::Borrow;
 
 use serde::Serialize;
 
@@ -15,27 +15,6 @@ pub struct Floor {
     pub hop: Latency,
     pub compare_and_set: Latency,
     pub leader_read: Latency,
-}
-
-#[derive(Serialize)]
-pub struct Ops {
-    pub acquire: Latency,
-    pub renew: Latency,
-    pub owner: Latency,
-    pub release: Latency,
-    pub forward: Latency,
-}
-
-impl From<Sequential> for Ops {
-    fn from(s: Sequential) -> Self {
-        Ops {
-            acquire: s.acquire,
-            renew: s.renew,
-            owner: s.owner,
-            release: s.release,
-            forward: s.forward,
-        }
-    }
 }
 
 #[derive(Serialize)]
@@ -67,8 +46,8 @@ pub struct Results {
     pub machine: Machine,
     pub params: Params,
     pub floor: Floor,
-    pub nats: Ops,
-    pub http: Ops,
+    pub nats: Sequential,
+    pub http: Sequential,
     pub fan_out: FanOut,
     pub renew_per_second: f64,
     pub owner_per_second: f64,
@@ -80,11 +59,39 @@ fn ms(us: u64) -> String {
     format!("{:.2}", us as f64 / 1000.0)
 }
 
+/// p50, p99 and p99.9 in milliseconds: the columns most tables show.
+fn percentiles(lat: &Latency) -> [String; 3] {
+    [ms(lat.p50_us), ms(lat.p99_us), ms(lat.p999_us)]
+}
+
+/// Appends a markdown table after a blank line: `header`, its `---`
+/// separator, then `rows`. Every table is written here, so they all keep
+/// one layout.
+fn table<H: Borrow<str>>(
+    out: &mut String,
+    header: &[H],
+    rows: impl IntoIterator<Item = Vec<String>>,
+) {
+    out.push('\n');
+    line(out, header);
+    line(out, &vec!["---"; header.len()]);
+    for row in rows {
+        line(out, &row);
+    }
+}
+
+/// One table line: `| a | b |`.
+fn line<S: Borrow<str>>(out: &mut String, cells: &[S]) {
+    out.push_str("| ");
+    out.push_str(&cells.join(" | "));
+    out.push_str(" |\n");
+}
+
 impl Results {
     pub fn markdown(&self) -> String {
         let f = &self.floor;
         let hop = f.hop.p50_us;
-        let rows = [
+        let nats = [
             (
                 "acquire",
                 &self.nats.acquire,
@@ -116,119 +123,144 @@ impl Results {
                 "read + 2 hops",
             ),
         ];
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
+        let mut out = format!(
             "Machine: {} ({} cores). Parameters: {:?}\n",
             self.machine.cpu, self.machine.cores, self.params
         );
-        let _ = writeln!(
-            out,
-            "| NATS front | p50 ms | p99 ms | p99.9 ms | floor p50 ms | floor | p50 / floor |"
+        table(
+            &mut out,
+            &[
+                "NATS front",
+                "p50 ms",
+                "p99 ms",
+                "p99.9 ms",
+                "floor p50 ms",
+                "floor",
+                "p50 / floor",
+            ],
+            nats.map(|(name, lat, floor, what)| {
+                let [p50, p99, p999] = percentiles(lat);
+                let ratio = lat.p50_us as f64 / floor.max(1) as f64;
+                vec![
+                    name.to_string(),
+                    p50,
+                    p99,
+                    p999,
+                    ms(floor),
+                    what.to_string(),
+                    format!("{ratio:.2}"),
+                ]
+            }),
         );
-        let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- | --- |");
-        for (name, lat, floor, what) in rows {
-            let _ = writeln!(
-                out,
-                "| {name} | {} | {} | {} | {} | {what} | {:.2} |",
-                ms(lat.p50_us),
-                ms(lat.p99_us),
-                ms(lat.p999_us),
-                ms(floor),
-                lat.p50_us as f64 / floor.max(1) as f64
-            );
-        }
-        let _ = writeln!(
-            out,
-            "\n| floor (raw, same client) | p50 ms | p99 ms | p99.9 ms |"
+        table(
+            &mut out,
+            &["floor (raw, same client)", "p50 ms", "p99 ms", "p99.9 ms"],
+            [
+                ("core NATS request/reply hop", &f.hop),
+                ("JetStream CAS publish with TTL", &f.compare_and_set),
+                ("leader read (MSG.GET last_by_subj)", &f.leader_read),
+            ]
+            .map(|(name, lat)| {
+                let [p50, p99, p999] = percentiles(lat);
+                vec![name.to_string(), p50, p99, p999]
+            }),
         );
-        let _ = writeln!(out, "| --- | --- | --- | --- |");
-        for (name, lat) in [
-            ("core NATS request/reply hop", &f.hop),
-            ("JetStream CAS publish with TTL", &f.compare_and_set),
-            ("leader read (MSG.GET last_by_subj)", &f.leader_read),
-        ] {
-            let _ = writeln!(
-                out,
-                "| {name} | {} | {} | {} |",
-                ms(lat.p50_us),
-                ms(lat.p99_us),
-                ms(lat.p999_us)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "\n| throughput ({} concurrent clients) | ops/s |",
-            self.params.concurrent_clients
-        );
-        let _ = writeln!(out, "| --- | --- |");
-        let _ = writeln!(out, "| gateway renew | {:.0} |", self.renew_per_second);
-        let _ = writeln!(out, "| gateway owner | {:.0} |", self.owner_per_second);
+        let mut throughput = vec![
+            vec![
+                "gateway renew".to_string(),
+                format!("{:.0}", self.renew_per_second),
+            ],
+            vec![
+                "gateway owner".to_string(),
+                format!("{:.0}", self.owner_per_second),
+            ],
+        ];
         if let Some(etcd) = &self.etcd {
-            let _ = writeln!(
-                out,
-                "| etcd 3.4 lease keep-alive | {:.0} |",
-                etcd.renew_per_second
-            );
-            let _ = writeln!(
-                out,
-                "\n| vs etcd 3.4 | dagnats-leases p50 ms | etcd p50 ms | dagnats-leases p99 ms | etcd p99 ms |"
-            );
-            let _ = writeln!(out, "| --- | --- | --- | --- | --- |");
-            let _ = writeln!(
-                out,
-                "| acquire | {} | {} | {} | {} |",
-                ms(self.nats.acquire.p50_us),
-                ms(etcd.acquire.p50_us),
-                ms(self.nats.acquire.p99_us),
-                ms(etcd.acquire.p99_us)
-            );
-            let _ = writeln!(
-                out,
-                "| renew | {} | {} | {} | {} |",
-                ms(self.nats.renew.p50_us),
-                ms(etcd.renew.p50_us),
-                ms(self.nats.renew.p99_us),
-                ms(etcd.renew.p99_us)
-            );
+            throughput.push(vec![
+                "etcd 3.4 lease keep-alive".to_string(),
+                format!("{:.0}", etcd.renew_per_second),
+            ]);
         }
-        let _ = writeln!(
-            out,
-            "\n| scale: holders (TTL, s) | renewals | renew p99 ms | missed deadlines | wrongly lost | errors | gateway CPU % | gateway RSS MB |"
+        let clients = self.params.concurrent_clients;
+        table(
+            &mut out,
+            &[
+                format!("throughput ({clients} concurrent clients)").as_str(),
+                "ops/s",
+            ],
+            throughput,
         );
-        let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- | --- | --- |");
-        for s in &self.scale {
-            let _ = writeln!(
-                out,
-                "| {} ({} ms, {} s) | {} | {} | {} | {} | {} | {:.0} | {:.1} |",
-                s.holders,
-                s.ttl_ms,
-                s.seconds,
-                s.renewals,
-                ms(s.renew.p99_us),
-                s.missed_deadlines,
-                s.wrongly_lost,
-                s.errors,
-                s.gateway_cpu_percent,
-                s.gateway_rss_mb
+        if let Some(etcd) = &self.etcd {
+            table(
+                &mut out,
+                &[
+                    "vs etcd 3.4",
+                    "dagnats-leases p50 ms",
+                    "etcd p50 ms",
+                    "dagnats-leases p99 ms",
+                    "etcd p99 ms",
+                ],
+                [
+                    ("acquire", &self.nats.acquire, &etcd.acquire),
+                    ("renew", &self.nats.renew, &etcd.renew),
+                ]
+                .map(|(name, ours, etcd)| {
+                    vec![
+                        name.to_string(),
+                        ms(ours.p50_us),
+                        ms(etcd.p50_us),
+                        ms(ours.p99_us),
+                        ms(etcd.p99_us),
+                    ]
+                }),
             );
         }
+        table(
+            &mut out,
+            &[
+                "scale: holders (TTL, s)",
+                "renewals",
+                "renew p99 ms",
+                "missed deadlines",
+                "wrongly lost",
+                "errors",
+                "gateway CPU %",
+                "gateway RSS MB",
+            ],
+            self.scale.iter().map(|s| {
+                vec![
+                    format!("{} ({} ms, {} s)", s.holders, s.ttl_ms, s.seconds),
+                    s.renewals.to_string(),
+                    ms(s.renew.p99_us),
+                    s.missed_deadlines.to_string(),
+                    s.wrongly_lost.to_string(),
+                    s.errors.to_string(),
+                    format!("{:.0}", s.gateway_cpu_percent),
+                    format!("{:.1}", s.gateway_rss_mb),
+                ]
+            }),
+        );
         let f = &self.fan_out;
-        let _ = writeln!(
-            out,
-            "\n| SSE fan-out | changes | deliveries | deliveries/s | lag p50 ms | lag p99 ms | gateway RSS MB |"
-        );
-        let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- | --- |");
-        let _ = writeln!(
-            out,
-            "| {} clients | {} | {} | {:.0} | {} | {} | {:.1} |",
-            f.clients,
-            f.changes,
-            f.delivered,
-            f.delivered_per_second,
-            ms(f.lag.p50_us),
-            ms(f.lag.p99_us),
-            f.gateway_rss_mb
+        table(
+            &mut out,
+            &[
+                "SSE fan-out",
+                "changes",
+                "deliveries",
+                "deliveries/s",
+                "lag p50 ms",
+                "lag p99 ms",
+                "gateway RSS MB",
+            ],
+            [vec![
+                format!("{} clients", f.clients),
+                f.changes.to_string(),
+                f.delivered.to_string(),
+                format!("{:.0}", f.delivered_per_second),
+                ms(f.lag.p50_us),
+                ms(f.lag.p99_us),
+                format!("{:.1}", f.gateway_rss_mb),
+            ]],
         );
         out
     }

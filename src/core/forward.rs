@@ -120,12 +120,14 @@ impl LeaseCore {
                 }
                 HopOutcome::Rejected => {
                     not_processed = Some(LeaseError::OwnerRejected(format!(
-                        "the owner rejected the request as stale on all {attempt} attempts"
+                        "the owner rejected the request as stale (tried {})",
+                        times(attempt)
                     )));
                 }
                 HopOutcome::NoResponders => {
                     not_processed = Some(LeaseError::OwnerUnavailable(format!(
-                        "no process listens on the owner's inbox (tried {attempt} times)"
+                        "no process listens on the owner's inbox (tried {})",
+                        times(attempt)
                     )));
                 }
                 HopOutcome::TimedOut => {
@@ -145,5 +147,25 @@ impl LeaseCore {
             }
         }
         Err(fail(out_of_time(not_processed), &tried))
+    }
+}
+
+/// `n` as "once" or "N times": the count reaches callers in error texts.
+fn times(n: u32) -> String {
+    match n {
+        1 => "once".to_string(),
+        n => format!("{n} times"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::times;
+
+    #[test]
+    fn an_attempt_count_reads_as_english() {
+        assert_eq!(times(1), "once");
+        assert_eq!(times(2), "2 times");
+        assert_eq!(times(3), "3 times");
     }
 }

@@ -73,10 +73,60 @@ impl HolderId {
     }
 }
 
+/// A JSON number with no fractional part, however it is written. The
+/// OpenAPI document calls these fields integers, and JSON Schema counts
+/// `15000.0` and `1.5e4` as the integer 15000, as do clients whose numbers
+/// are all floats; `1000.5`, negatives and strings stay invalid.
+pub struct WholeNumber(u64);
+
+/// Beyond 2^53 a float no longer holds every whole number exactly.
+const MAX_EXACT_FLOAT: f64 = 9_007_199_254_740_992.0;
+
+impl<'de> Deserialize<'de> for WholeNumber {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = WholeNumber;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a whole number")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<WholeNumber, E> {
+                Ok(WholeNumber(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<WholeNumber, E> {
+                u64::try_from(v)
+                    .map(WholeNumber)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<WholeNumber, E> {
+                if v.fract() == 0.0 && (0.0..=MAX_EXACT_FLOAT).contains(&v) {
+                    Ok(WholeNumber(v as u64))
+                } else {
+                    Err(E::invalid_value(serde::de::Unexpected::Float(v), &self))
+                }
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+/// Wire numbers go through [`WholeNumber`], then the type's own bounds.
+macro_rules! from_whole_number {
+    ($($ty:ty),*) => {$(
+        impl TryFrom<WholeNumber> for $ty {
+            type Error = String;
+            fn try_from(WholeNumber(n): WholeNumber) -> Result<Self, String> {
+                <$ty>::try_from(n)
+            }
+        }
+    )*};
+}
+from_whole_number!(Ttl, Revision, ForwardTimeout);
+
 /// A lease TTL: whole seconds from 1 s to 10 min. The server truncates a
 /// message TTL to whole seconds, so anything else is refused, not rounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "u64", into = "u64")]
+#[serde(try_from = "WholeNumber", into = "u64")]
 pub struct Ttl(u64);
 
 impl TryFrom<u64> for Ttl {
@@ -116,7 +166,7 @@ impl Ttl {
 
 /// A fence from an earlier reply: a KV revision, never 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "u64", into = "u64")]
+#[serde(try_from = "WholeNumber", into = "u64")]
 pub struct Revision(u64);
 
 impl TryFrom<u64> for Revision {
@@ -284,7 +334,7 @@ pub const DEFAULT_FORWARD_TIMEOUT_MS: u64 = 5_000;
 
 /// How long a whole forward call may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "u64", into = "u64")]
+#[serde(try_from = "WholeNumber", into = "u64")]
 pub struct ForwardTimeout(u64);
 
 impl TryFrom<u64> for ForwardTimeout {
@@ -328,10 +378,18 @@ impl Serialize for Payload {
     }
 }
 
+/// Standard base64 that, like Go's and Python's decoders, ignores set bits
+/// after the last whole byte (`CV0C4N==` is `CV0C4A==`): encoders differ
+/// there, and the bytes meant are not in doubt.
+const LENIENT_BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::general_purpose::PAD.with_decode_allow_trailing_bits(true),
+);
+
 impl<'de> Deserialize<'de> for Payload {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
-        base64::engine::general_purpose::STANDARD
+        LENIENT_BASE64
             .decode(text)
             .map(|bytes| Payload(bytes.into()))
             .map_err(|err| serde::de::Error::custom(format!("payload is not base64: {err}")))

@@ -5,7 +5,11 @@
 
 pub mod checker;
 pub mod cluster;
+pub mod lease_ops;
 pub mod netns;
+pub mod owner;
+pub mod proxy;
+pub mod takeover;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -111,6 +115,24 @@ impl NatsServer {
     /// nats-server 2.11+ with JetStream.
     pub async fn start() -> Self {
         Self::start_with(ServerOptions::default()).await
+    }
+
+    /// Debian's nats-server 2.9, older than the gateway supports.
+    pub async fn old() -> Self {
+        Self::start_with(ServerOptions {
+            binary: old_server_binary(),
+            ..ServerOptions::default()
+        })
+        .await
+    }
+
+    /// nats-server 2.11+ with JetStream off.
+    pub async fn without_jetstream() -> Self {
+        Self::start_with(ServerOptions {
+            jetstream: false,
+            ..ServerOptions::default()
+        })
+        .await
     }
 
     /// A server started with `options` on a free port.
@@ -220,13 +242,14 @@ pub struct Gateway {
 impl Gateway {
     /// A gateway on `url`, once it serves and its bucket is ready.
     pub async fn start(url: &str) -> Self {
-        let gateway = Self::spawn(url, &[], &[]);
+        Self::start_with(url, &[], &[]).await
+    }
+
+    /// [`start`](Self::start) with extra flags and environment.
+    pub async fn start_with(url: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let gateway = Self::spawn(url, args, env);
         gateway.wait_serving().await;
-        gateway
-            .log
-            .wait_for("leases bucket ready", Duration::from_secs(15))
-            .await
-            .unwrap_or_else(|| panic!("bucket not ready:\n{}", gateway.log.text()));
+        gateway.wait_bucket_ready().await;
         gateway
     }
 
@@ -256,6 +279,14 @@ impl Gateway {
             .wait_for("serving lease requests", Duration::from_secs(15))
             .await
             .unwrap_or_else(|| panic!("gateway not serving:\n{}", self.log.text()));
+    }
+
+    /// Waits until the gateway has provisioned (or found) the bucket.
+    pub async fn wait_bucket_ready(&self) {
+        self.log
+            .wait_for("leases bucket ready", Duration::from_secs(15))
+            .await
+            .unwrap_or_else(|| panic!("bucket not ready:\n{}", self.log.text()));
     }
 
     /// Base URL of the gateway's HTTP API (`http://127.0.0.1:PORT`), read
@@ -324,7 +355,24 @@ pub struct Setup {
 
 impl Setup {
     pub async fn start() -> Self {
-        let server = NatsServer::start().await;
+        Self::on(NatsServer::start().await).await
+    }
+
+    /// On a server whose max_payload is `bytes`. Keep the returned dir (the
+    /// server's config file) for as long as the server runs.
+    pub async fn with_max_payload(bytes: usize) -> (Self, TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("nats.conf");
+        std::fs::write(&config, format!("max_payload: {bytes}\n")).unwrap();
+        let server = NatsServer::start_with(ServerOptions {
+            extra_args: vec!["-c".into(), config.display().to_string()],
+            ..ServerOptions::default()
+        })
+        .await;
+        (Self::on(server).await, dir)
+    }
+
+    async fn on(server: NatsServer) -> Self {
         let gateway = Gateway::start(&server.url).await;
         let client = client(&server.url).await;
         Setup {
@@ -405,6 +453,25 @@ pub async fn stream_info(client: &async_nats::Client) -> Value {
 /// The stream's state: what a call must leave untouched to have no effect.
 pub async fn stream_state(client: &async_nats::Client) -> Value {
     stream_info(client).await["state"].clone()
+}
+
+/// Waits up to 5 s until the server has removed `key`'s tombstone (its TTL
+/// is the lease's): the moment it would write an expiry marker, if it did.
+pub async fn wait_tombstone_gone(client: &async_nats::Client, key: &str) {
+    eventually(
+        "the tombstone to expire",
+        Duration::from_secs(5),
+        || async {
+            let got = js_api(
+                client,
+                "STREAM.MSG.GET.KV_leases",
+                json!({"last_by_subj": format!("$KV.leases.{key}")}),
+            )
+            .await;
+            (got["error"]["err_code"] == 10037).then_some(())
+        },
+    )
+    .await
 }
 
 /// Polls `check` every 50 ms until it returns `Some`, or panics after

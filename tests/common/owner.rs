@@ -1,0 +1,81 @@
+//! A fake owner process for forward tests: it subscribes on its inbox as the
+//! seed's owner side does, records the fence of every request it receives,
+//! and answers as told. Both forward fronts count attempts with it.
+
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+
+/// How an owner answers forwarded requests.
+#[derive(Clone, Copy)]
+pub enum Answer {
+    /// `echo:<fence>:` + the body, with an `Owner-Secret` header that the
+    /// gateway must not relay.
+    Echo,
+    /// `n` bytes of `x`.
+    Bytes(usize),
+    /// `Dagnats-Lease-Reject: stale`, empty body.
+    Reject,
+    /// Never.
+    Silent,
+}
+
+/// An owner subscribed on `dagnats.lease.inbox.<holder>.>`.
+pub struct Owner {
+    fences: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+impl Owner {
+    /// Subscribes `holder`'s inbox on `client`; the server knows the
+    /// subscription when this returns.
+    pub async fn start(client: &async_nats::Client, holder: &str, answer: Answer) -> Owner {
+        let mut sub = client
+            .subscribe(format!("dagnats.lease.inbox.{holder}.>"))
+            .await
+            .unwrap();
+        client.flush().await.unwrap();
+        let fences = Arc::new(Mutex::new(Vec::new()));
+        let (seen, client) = (fences.clone(), client.clone());
+        tokio::spawn(async move {
+            while let Some(msg) = sub.next().await {
+                let fence = msg
+                    .headers
+                    .as_ref()
+                    .and_then(|h| h.get("Dagnats-Lease-Fence"))
+                    .map(|f| f.as_str().to_string());
+                seen.lock().unwrap().push(fence.clone());
+                let reply = msg.reply.clone().unwrap();
+                let mut headers = async_nats::HeaderMap::new();
+                let body = match answer {
+                    Answer::Echo => {
+                        let mut body = format!("echo:{}:", fence.unwrap()).into_bytes();
+                        body.extend_from_slice(&msg.payload);
+                        headers.insert("Owner-Secret", "not relayed");
+                        body
+                    }
+                    Answer::Bytes(n) => vec![b'x'; n],
+                    Answer::Reject => {
+                        headers.insert("Dagnats-Lease-Reject", "stale");
+                        Vec::new()
+                    }
+                    Answer::Silent => continue,
+                };
+                client
+                    .publish_with_headers(reply, headers, body.into())
+                    .await
+                    .unwrap();
+            }
+        });
+        Owner { fences }
+    }
+
+    /// How many requests reached the inbox.
+    pub fn received(&self) -> usize {
+        self.fences.lock().unwrap().len()
+    }
+
+    /// The `Dagnats-Lease-Fence` of each request, in arrival order.
+    pub fn fences(&self) -> Vec<Option<String>> {
+        self.fences.lock().unwrap().clone()
+    }
+}
