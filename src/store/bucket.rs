@@ -15,6 +15,7 @@
 //! [`READ_BARRIER_SUBJECT`] that expects the key's last sequence to be the
 //! one read. It is checked in the replicated log's order, so when it is
 //! acknowledged the value read was the key's current one at that point.
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -102,6 +103,7 @@ pub struct Bucket {
     /// Whether reads are confirmed by a barrier: only a replicated bucket
     /// can have a deposed leader still answering.
     confirm_reads: bool,
+    /// The keys being read with confirmation now (see [`Bucket::last`]).
     reads: Arc<Mutex<HashMap<String, Arc<KeyReads>>>>,
 }
 
