@@ -263,9 +263,10 @@ pub async fn relay(mut sub: Subscriber, events: Events, core: LeaseCore, stop: C
         };
         let change = with_last_holder(change, &mut last_holders);
         core.observe(&change.key, change.revision, change.lease.as_ref());
-        let encoded = Change::from(&change);
+        events
+            .clients
+            .deliver(&change.key, change.event, || Change::from(&change));
         events.remember(change);
-        events.clients.deliver(&Arc::new(encoded));
     }
 }
 
@@ -322,9 +323,9 @@ pub struct Filter {
 
 impl Filter {
     /// Whether the client wants `change`.
-    pub fn admits(&self, change: &Change) -> bool {
-        self.key.as_ref().is_none_or(|k| k.as_str() == change.key)
-            && !(self.ownership && change.kind == EventKind::Renewed)
+    pub fn admits(&self, key: &str, kind: EventKind) -> bool {
+        self.key.as_ref().is_none_or(|k| k.as_str() == key)
+            && !(self.ownership && kind == EventKind::Renewed)
     }
 }
 
@@ -343,7 +344,7 @@ pub fn feed(
 ) -> impl Stream<Item = Arc<Change>> {
     let resume: Vec<Arc<Change>> = resume
         .into_iter()
-        .filter(|change| live.filter().admits(change))
+        .filter(|change| live.filter().admits(&change.key, change.kind))
         .map(Arc::new)
         .collect();
     let shown: HashMap<String, u64> = resume

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 
-use super::{Change, Filter};
+use super::{Change, EventKind, Filter};
 use crate::metrics::SseClient;
 
 /// The registered clients, shared by the relay (which delivers) and the
@@ -41,13 +41,10 @@ struct Client {
 }
 
 impl Client {
-    /// Queues `change` if the client wants it; `false` when the client
-    /// must be unregistered: it is gone, or it is too slow. A slow client
-    /// is dropped rather than allowed to grow memory.
+    /// Queues `change`; `false` when the client must be unregistered: it
+    /// is gone, or it is too slow. A slow client is dropped rather than
+    /// allowed to grow memory.
     fn offer(&self, change: &Arc<Change>) -> bool {
-        if !self.filter.admits(change) {
-            return true;
-        }
         match self.queue.try_send(change.clone()) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) => {
@@ -102,17 +99,32 @@ impl Registry {
         }
     }
 
-    /// Queues `change` for every client that wants it, unregistering the
-    /// ones that are gone or too slow.
-    pub(super) fn deliver(&self, change: &Arc<Change>) {
+    /// Queues the change of `kind` to `key` for every client that wants
+    /// it, unregistering the ones that are gone or too slow. `encode` runs
+    /// once, and only if some client wants the change: with nobody
+    /// watching, the relay spends nothing on encoding.
+    pub(super) fn deliver(&self, key: &str, kind: EventKind, encode: impl FnOnce() -> Change) {
         let mut clients = self.lock();
-        if let Some(watching) = clients.by_key.get_mut(&change.key) {
-            watching.retain(|_, client| client.offer(change));
+        let Clients {
+            by_key, every_key, ..
+        } = &mut *clients;
+        let (mut encode, mut encoded) = (Some(encode), None);
+        let mut offer = |client: &Client| {
+            if !client.filter.admits(key, kind) {
+                return true;
+            }
+            let change = encoded.get_or_insert_with(|| {
+                Arc::new(encode.take().expect("a change is encoded at most once")())
+            });
+            client.offer(change)
+        };
+        if let Some(watching) = by_key.get_mut(key) {
+            watching.retain(|_, client| offer(client));
             if watching.is_empty() {
-                clients.by_key.remove(&change.key);
+                by_key.remove(key);
             }
         }
-        clients.every_key.retain(|_, client| client.offer(change));
+        every_key.retain(|_, client| offer(client));
     }
 
     fn unregister(&self, id: u64, key: Option<&str>) {
@@ -182,13 +194,13 @@ mod tests {
     use crate::core::model::LeaseKey;
     use crate::events::EventKind;
 
-    fn change(key: &str, kind: EventKind, revision: u64) -> Arc<Change> {
-        Arc::new(Change {
+    fn deliver(registry: &Registry, key: &str, kind: EventKind, revision: u64) {
+        registry.deliver(key, kind, || Change {
             kind,
             key: key.to_string(),
             revision,
             data: String::new(),
-        })
+        });
     }
 
     fn watching(key: &str) -> Filter {
@@ -213,8 +225,8 @@ mod tests {
             key: None,
             ownership: true,
         });
-        registry.deliver(&change("a", EventKind::Renewed, 1));
-        registry.deliver(&change("b", EventKind::Acquired, 2));
+        deliver(&registry, "a", EventKind::Renewed, 1);
+        deliver(&registry, "b", EventKind::Acquired, 2);
         assert_eq!(a.recv().await.unwrap().revision, 1);
         assert_eq!(b.recv().await.unwrap().revision, 2);
         assert_eq!(every.recv().await.unwrap().revision, 1);
@@ -225,12 +237,37 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_change_is_encoded_once_and_only_when_some_client_wants_it() {
+        let registry = Registry::new(4);
+        let _a = registry.register(watching("a"));
+        let _also_a = registry.register(watching("a"));
+        let _ownership = registry.register(Filter {
+            key: None,
+            ownership: true,
+        });
+        let encoded = std::cell::Cell::new(0);
+        let encode = |kind| {
+            encoded.set(encoded.get() + 1);
+            Change {
+                kind,
+                key: "a".into(),
+                revision: 1,
+                data: String::new(),
+            }
+        };
+        registry.deliver("b", EventKind::Renewed, || encode(EventKind::Renewed));
+        assert_eq!(encoded.get(), 0, "nobody watches b's renewals");
+        registry.deliver("a", EventKind::Acquired, || encode(EventKind::Acquired));
+        assert_eq!(encoded.get(), 1, "three clients, one encoding");
+    }
+
     #[tokio::test]
     async fn a_client_more_than_the_buffer_behind_gets_what_was_queued_then_ends() {
         let registry = Registry::new(2);
         let mut slow = registry.register(Filter::default());
         for revision in 1..=3 {
-            registry.deliver(&change("k", EventKind::Acquired, revision));
+            deliver(&registry, "k", EventKind::Acquired, revision);
         }
         assert!(is_empty(&registry));
         assert_eq!(slow.recv().await.unwrap().revision, 1);
