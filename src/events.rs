@@ -1,6 +1,7 @@
 //! Change events: ONE subscription per gateway to
-//! `dagnats.lease.changed.>`, classified once and fanned out to every
-//! event-stream client through a bounded broadcast channel.
+//! `dagnats.lease.changed.>`, classified once and handed to the
+//! event-stream clients whose filter wants it, each through its own
+//! bounded queue (see `registry`).
 //!
 //! How a republished write is told apart: `Dagnats-Lease-Event` says
 //! acquired, renewed or released; the server's `Nats-Marker-Reason: MaxAge`
@@ -14,7 +15,6 @@ use async_nats::{Client, Message, Subscriber};
 use futures::{Stream, StreamExt};
 use serde::Serialize;
 use time::OffsetDateTime;
-use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
@@ -23,6 +23,11 @@ use crate::core::model::{Lease, LeaseEnded, LeaseKey};
 use crate::core::timefmt;
 use crate::protocol::{CHANGED_PREFIX, HEADER_MARKER_REASON};
 use crate::store::record::{Entry, LeaseEvent, decode_entry};
+
+mod registry;
+
+use registry::Registry;
+pub use registry::Subscription;
 
 /// Header the server adds to a republished message: its stream sequence,
 /// which is the key's revision.
@@ -194,7 +199,7 @@ impl Change {
 /// The gateway's change feed; cheap to clone.
 #[derive(Clone)]
 pub struct Events {
-    tx: broadcast::Sender<Arc<Change>>,
+    clients: Registry,
     recent: Arc<Mutex<VecDeque<RecentChange>>>,
 }
 
@@ -203,7 +208,7 @@ impl Events {
     /// read them yet; a client further behind is dropped.
     pub fn new(buffer: usize) -> Self {
         Events {
-            tx: broadcast::channel(buffer).0,
+            clients: Registry::new(buffer),
             recent: Arc::default(),
         }
     }
@@ -227,9 +232,9 @@ impl Events {
         });
     }
 
-    /// Receives every change from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
-        self.tx.subscribe()
+    /// Receives the changes `filter` admits, from now on.
+    pub fn subscribe(&self, filter: Filter) -> Subscription {
+        self.clients.register(filter)
     }
 }
 
@@ -258,10 +263,10 @@ pub async fn relay(mut sub: Subscriber, events: Events, core: LeaseCore, stop: C
         };
         let change = with_last_holder(change, &mut last_holders);
         core.observe(&change.key, change.revision, change.lease.as_ref());
-        let encoded = Change::from(&change);
+        events
+            .clients
+            .deliver(&change.key, change.event, || Change::from(&change));
         events.remember(change);
-        // No receivers is fine: nobody is watching right now.
-        let _ = events.tx.send(Arc::new(encoded));
     }
 }
 
@@ -318,38 +323,36 @@ pub struct Filter {
 
 impl Filter {
     /// Whether the client wants `change`.
-    pub fn admits(&self, change: &Change) -> bool {
-        self.key.as_ref().is_none_or(|k| k.as_str() == change.key)
-            && !(self.ownership && change.kind == EventKind::Renewed)
+    pub fn admits(&self, key: &str, kind: EventKind) -> bool {
+        self.key.as_ref().is_none_or(|k| k.as_str() == key)
+            && !(self.ownership && kind == EventKind::Renewed)
     }
 }
 
-/// One client's stream: `resume` first (the current state it missed), then
-/// live changes from `live`, which was subscribed before `resume` was read
-/// so nothing falls in between. Both pass `filter`. A live change no newer
-/// than `after`, or than what `resume` showed for its key, is skipped. The
-/// stream ends when the client falls more than the buffer behind (it never
-/// holds more than that), or at `stop`.
+/// One client's stream: `resume` first (the current state it missed, as
+/// far as the client's filter admits it), then live changes from `live`,
+/// which was subscribed before `resume` was read so nothing falls in
+/// between. A live change no newer than `after`, or than what `resume`
+/// showed for its key, is skipped. The stream ends when the client falls
+/// more than the buffer behind (it never holds more than that), or at
+/// `stop`.
 pub fn feed(
-    live: broadcast::Receiver<Arc<Change>>,
-    filter: Filter,
+    live: Subscription,
     after: u64,
     resume: Vec<Change>,
     stop: CancellationToken,
 ) -> impl Stream<Item = Arc<Change>> {
+    let resume: Vec<Arc<Change>> = resume
+        .into_iter()
+        .filter(|change| live.filter().admits(&change.key, change.kind))
+        .map(Arc::new)
+        .collect();
     let shown: HashMap<String, u64> = resume
         .iter()
         .map(|change| (change.key.clone(), change.revision))
         .collect();
     let live = futures::stream::unfold(live, |mut live| async move {
-        match live.recv().await {
-            Ok(change) => Some((change, live)),
-            Err(broadcast::error::RecvError::Lagged(missed)) => {
-                tracing::info!(missed, "event-stream client too slow: dropped");
-                None
-            }
-            Err(broadcast::error::RecvError::Closed) => None,
-        }
+        live.recv().await.map(|change| (change, live))
     })
     .filter(move |change| {
         let fresh = change.revision > after
@@ -358,8 +361,7 @@ pub fn feed(
                 .is_none_or(|&seen| change.revision > seen);
         futures::future::ready(fresh)
     });
-    futures::stream::iter(resume.into_iter().map(Arc::new))
+    futures::stream::iter(resume)
         .chain(live)
-        .filter(move |change| futures::future::ready(filter.admits(change)))
         .take_until(stop.cancelled_owned())
 }

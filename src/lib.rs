@@ -17,8 +17,8 @@
 //!   keeper, an owner inbox and a fence gate. Same wire as any NATS client.
 //! - [`http`]: the HTTP front over the same core: REST, forward, Server-Sent
 //!   Events, health, readiness and metrics.
-//! - [`events`]: the one change-event subscription per gateway, fanned out
-//!   to every event-stream client.
+//! - [`events`]: the one change-event subscription per gateway, each change
+//!   handed to the event-stream clients whose filter wants it.
 //! - [`metrics`]: the Prometheus recorder and the helpers both fronts use.
 //! - [`protocol`]: subjects, headers and names on the wire.
 //! - [`config`], [`telemetry`]: settings and logs of `dagnats-leases serve`.

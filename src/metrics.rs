@@ -62,7 +62,8 @@ pub fn nats_connected(connected: bool) {
     metrics::gauge!("dagnats_nats_connected").set(if connected { 1.0 } else { 0.0 });
 }
 
-/// One connected event-stream client; the gauge counts it while it lives.
+/// One event-stream client registered for changes; the gauge counts it
+/// while it lives.
 pub struct SseClient(());
 
 impl SseClient {

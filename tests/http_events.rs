@@ -247,6 +247,64 @@ async fn a_slow_client_is_dropped_not_buffered() {
 }
 
 #[tokio::test]
+async fn a_client_watching_one_key_is_not_dropped_by_a_burst_on_other_keys() {
+    let server = NatsServer::start().await;
+    let gateway = Gateway::start_with(&server.url, &[], &[("DAGNATS_SSE_BUFFER", "16")]).await;
+    let http = Http::of(&gateway).await;
+    let mut quiet = open(&http, "/v1/events?key=quiet", None).await;
+    // 1,000 changes to other keys: far more than the 16 a client may have
+    // waiting, written as fast as the gateway takes them.
+    let client = common::client(&server.url).await;
+    for batch in 0..10 {
+        let calls = (0..100).map(|i| {
+            let key = format!("other{}", batch * 100 + i);
+            common::call(
+                &client,
+                "acquire",
+                json!({"key": key, "holder": "h", "ttl_ms": 60000}),
+            )
+        });
+        for grant in futures::future::join_all(calls).await {
+            assert_eq!(grant["granted"], true, "{grant}");
+        }
+    }
+    let q = acquire(&http, "quiet", 15000).await;
+    assert_eq!(next(&mut quiet).await, granted("acquired", &q));
+    assert!(!gateway.log.text().contains("too slow"));
+}
+
+/// The `dagnats_sse_clients` gauge: clients registered for changes.
+async fn sse_clients(http: &Http) -> u64 {
+    let resp = http.request(reqwest::Method::GET, "/metrics").send().await;
+    let text = resp.unwrap().text().await.unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix("dagnats_sse_clients "))
+        .expect("the gauge is rendered")
+        .parse()
+        .expect("a count")
+}
+
+#[tokio::test]
+async fn clients_are_unregistered_when_they_disconnect() {
+    let (_server, _gateway, _client, http) = setup().await;
+    let clients = [
+        open(&http, "/v1/events", None).await,
+        open(&http, "/v1/events?ownership=true", None).await,
+        open(&http, "/v1/events?key=a", None).await,
+        open(&http, "/v1/events?key=a&ownership=true", None).await,
+        open(&http, "/v1/events?key=b", None).await,
+    ];
+    assert_eq!(sse_clients(&http).await, 5);
+    drop(clients);
+    common::eventually(
+        "every client unregistered",
+        Duration::from_secs(10),
+        || async { (sse_clients(&http).await == 0).then_some(()) },
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn an_open_event_stream_ends_at_shutdown_and_the_gateway_exits_0() {
     let server = NatsServer::start().await;
     let gateway = Gateway::start(&server.url).await;

@@ -85,3 +85,38 @@ pub async fn renew_throughput(client: &Client, clients: u64, duration: Duration)
     })
     .await
 }
+
+/// Compare-and-set puts per second with `clients` concurrent writers, one
+/// key each: a put of the key to its lease if its last write is still the
+/// one this writer made. This is the replicated, fsynced write a
+/// dagnats-leases renew is; etcd's keep-alive is neither.
+pub async fn compare_and_set_throughput(client: &Client, clients: u64, duration: Duration) -> f64 {
+    let mut slots = Vec::new();
+    for c in 0..clients {
+        let mut conn = client.clone();
+        let key = format!("cas-{c}");
+        let lease = acquire(&mut conn, &key).await;
+        let revision = conn.get(key.as_str(), None).await.expect("get").kvs()[0].mod_revision();
+        slots.push((key, lease, std::sync::atomic::AtomicI64::new(revision)));
+    }
+    let (client, slots) = (client.clone(), Arc::new(slots));
+    throughput(clients, duration, move |c, _| {
+        let (mut client, slots) = (client.clone(), slots.clone());
+        async move {
+            let (key, lease, revision) = &slots[c as usize];
+            let last = revision.load(std::sync::atomic::Ordering::Relaxed);
+            let txn = Txn::new()
+                .when([Compare::mod_revision(key.as_str(), CompareOp::Equal, last)])
+                .and_then([TxnOp::put(
+                    key.as_str(),
+                    "bench",
+                    Some(PutOptions::new().with_lease(*lease)),
+                )]);
+            let done = client.txn(txn).await.expect("txn");
+            assert!(done.succeeded(), "{key} was not changed by anyone else");
+            let header = done.header().expect("a response header");
+            revision.store(header.revision(), std::sync::atomic::Ordering::Relaxed);
+        }
+    })
+    .await
+}

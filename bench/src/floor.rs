@@ -6,7 +6,11 @@ use async_nats::{Client, HeaderMap};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::measure::{Latency, sequential};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::measure::{Latency, sequential, throughput};
 
 /// Answers every request on `subject` with its own payload, returning once
 /// the subscription is registered. The floor's hop and the gateway's forward
@@ -64,6 +68,27 @@ pub async fn compare_and_set(nats: &Client, n: u64) -> Latency {
     let last = std::cell::Cell::new(cas(nats, subject, 0).await);
     sequential(n, |_| async {
         last.set(cas(nats, subject, last.get()).await);
+    })
+    .await
+}
+
+/// Raw compare-and-set publishes per second with `clients` concurrent
+/// writers, one key each: the JetStream work a renew cannot avoid.
+pub async fn compare_and_set_throughput(nats: &Client, clients: u64, duration: Duration) -> f64 {
+    let mut last = Vec::new();
+    for c in 0..clients {
+        let seq = cas(nats, &format!("$KV.leases.bench-floor-tp-{c}"), 0).await;
+        last.push(AtomicU64::new(seq));
+    }
+    let (nats, last) = (nats.clone(), Arc::new(last));
+    throughput(clients, duration, move |c, _| {
+        let (nats, last) = (nats.clone(), last.clone());
+        async move {
+            let slot = &last[c as usize];
+            let subject = format!("$KV.leases.bench-floor-tp-{c}");
+            let seq = cas(&nats, &subject, slot.load(Ordering::Relaxed)).await;
+            slot.store(seq, Ordering::Relaxed);
+        }
     })
     .await
 }

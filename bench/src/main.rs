@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use dagnats_leases::client::LeaseClient;
+use measure::metered;
 
 /// Benchmark of dagnats-leases.
 #[derive(Parser)]
@@ -56,6 +57,8 @@ pub struct Params {
     pub scale_seconds: u64,
     pub sse_clients: u64,
     pub sse_changes: u64,
+    /// Leases held (TTL 60 s) while the SSE fan-out is measured.
+    pub sse_leases: u64,
 }
 
 impl Params {
@@ -70,6 +73,7 @@ impl Params {
                 scale_seconds: 3,
                 sse_clients: 10,
                 sse_changes: 10,
+                sse_leases: 100,
             }
         } else {
             Params {
@@ -81,6 +85,7 @@ impl Params {
                 scale_seconds: 15,
                 sse_clients: 1_000,
                 sse_changes: 200,
+                sse_leases: 10_000,
             }
         }
     }
@@ -98,9 +103,13 @@ async fn main() {
     }
     let params = Params::new(cli.smoke);
     eprintln!("parameters: {params:?}");
-    let (_nats_proc, nats_url) = procs::nats_server();
+    let (nats_proc, nats_url) = procs::nats_server(procs::Sync::Default);
     let (gateway, http_base) = procs::gateway(&nats_url);
     let gateway_pid = gateway.child.id();
+    let servers = [
+        ("gateway", gateway_pid),
+        ("nats-server", nats_proc.child.id()),
+    ];
     let nats = async_nats::connect(&nats_url).await.expect("connect");
     let leases = LeaseClient::new(nats.clone()).with_timeout(Duration::from_secs(10));
     let n = params.sequential_ops;
@@ -117,22 +126,73 @@ async fn main() {
     eprintln!("gateway over HTTP, sequential ...");
     let http = reqwest::Client::new();
     let http_ops = http_ops::sequential_ops(&http, &http_base, n).await;
-    eprintln!("gateway, concurrent ...");
+    eprintln!("concurrent ...");
     let (clients, secs) = (
         params.concurrent_clients,
         Duration::from_secs(params.throughput_seconds),
     );
-    let renew_tp = gateway_ops::renew_throughput(&leases, clients, secs).await;
-    let owner_tp = gateway_ops::owner_throughput(&leases, clients, secs).await;
+    let throughput = report::Throughputs {
+        floor_compare_and_set: metered(
+            &servers[1..],
+            secs,
+            floor::compare_and_set_throughput(&nats, clients, secs),
+        )
+        .await,
+        renew: metered(
+            &servers,
+            secs,
+            gateway_ops::renew_throughput(&leases, clients, secs),
+        )
+        .await,
+        owner: metered(
+            &servers,
+            secs,
+            gateway_ops::owner_throughput(&leases, clients, secs),
+        )
+        .await,
+    };
+
+    eprintln!("gateway on a nats-server with sync_interval: always ...");
+    let durable = {
+        let (nats_proc, url) = procs::nats_server(procs::Sync::Always);
+        let (gateway, _) = procs::gateway(&url);
+        let servers = [
+            ("gateway", gateway.child.id()),
+            ("nats-server", nats_proc.child.id()),
+        ];
+        let nats = async_nats::connect(&url).await.expect("connect");
+        let leases = LeaseClient::new(nats).with_timeout(Duration::from_secs(10));
+        report::Durable {
+            nats: gateway_ops::sequential_ops(&leases, n).await,
+            renew: metered(
+                &servers,
+                secs,
+                gateway_ops::renew_throughput(&leases, clients, secs),
+            )
+            .await,
+        }
+    };
 
     let etcd = match procs::etcd() {
         Some((proc_, url)) => {
             eprintln!("etcd ...");
             let client = etcd_ops::connect(&url).await;
+            let etcd = [("etcd", proc_.child.id())];
             let figures = report::Etcd {
                 acquire: etcd_ops::acquire_latency(&client, n).await,
                 renew: etcd_ops::renew_latency(&client, n).await,
-                renew_per_second: etcd_ops::renew_throughput(&client, clients, secs).await,
+                keep_alive: metered(
+                    &etcd,
+                    secs,
+                    etcd_ops::renew_throughput(&client, clients, secs),
+                )
+                .await,
+                compare_and_set: metered(
+                    &etcd,
+                    secs,
+                    etcd_ops::compare_and_set_throughput(&client, clients, secs),
+                )
+                .await,
             };
             drop(proc_);
             Some(figures)
@@ -151,7 +211,11 @@ async fn main() {
         scales.push(scale::run(&leases, gateway_pid, *holders, ttl, run_for).await);
     }
 
-    eprintln!("SSE fan-out, {} clients ...", params.sse_clients);
+    eprintln!(
+        "SSE fan-out, {} clients, {} leases held ...",
+        params.sse_clients, params.sse_leases
+    );
+    gateway_ops::hold_many(&leases, params.sse_leases, Duration::from_secs(60)).await;
     let fan_out = http_ops::fan_out(
         &http,
         &http_base,
@@ -168,8 +232,8 @@ async fn main() {
         nats: nats_ops,
         http: http_ops,
         fan_out,
-        renew_per_second: renew_tp,
-        owner_per_second: owner_tp,
+        throughput,
+        durable,
         etcd,
         scale: scales,
     };

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::procs::usage;
+
 /// Percentiles of one operation, in microseconds.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Latency {
@@ -95,4 +97,37 @@ where
         t.await.expect("throughput task");
     }
     done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// A throughput figure, with the CPU time each server process spent per
+/// operation: where the time goes, process by process.
+#[derive(Debug, Clone, Serialize)]
+pub struct Throughput {
+    pub ops_per_second: f64,
+    /// CPU microseconds per operation, by process name.
+    pub cpu_us_per_op: std::collections::BTreeMap<&'static str, f64>,
+}
+
+/// Runs `run` (a [`throughput`] of `duration`) and charges the CPU time
+/// `servers` used meanwhile to its operations.
+pub async fn metered(
+    servers: &[(&'static str, u32)],
+    duration: Duration,
+    run: impl Future<Output = f64>,
+) -> Throughput {
+    let before: Vec<_> = servers.iter().map(|(_, pid)| usage(*pid)).collect();
+    let ops_per_second = run.await;
+    let ops = (ops_per_second * duration.as_secs_f64()).max(1.0);
+    let cpu_us_per_op = servers
+        .iter()
+        .zip(before)
+        .map(|((name, pid), before)| {
+            let spent = usage(*pid).cpu.saturating_sub(before.cpu);
+            (*name, spent.as_secs_f64() * 1e6 / ops)
+        })
+        .collect();
+    Throughput {
+        ops_per_second,
+        cpu_us_per_op,
+    }
 }

@@ -49,8 +49,18 @@ fn wait_for_line(child: &mut Child, needle: &'static str, what: &str) {
         .unwrap_or_else(|_| panic!("{what} did not start"));
 }
 
+/// How the benchmark's nats-server writes to disk.
+#[derive(Debug, Clone, Copy)]
+pub enum Sync {
+    /// nats-server's default: fsync every 2 minutes (and on close).
+    Default,
+    /// `sync_interval: always`: fsync before every acknowledgement, as
+    /// docs/operations.md recommends for leases, and as etcd always does.
+    Always,
+}
+
 /// nats-server 2.11+: `NATS_SERVER_BIN`, else the copy `scripts/test` installs.
-pub fn nats_server() -> (Proc, String) {
+pub fn nats_server(sync: Sync) -> (Proc, String) {
     let bin = std::env::var_os("NATS_SERVER_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -58,9 +68,23 @@ pub fn nats_server() -> (Proc, String) {
         });
     let dir = tempfile::tempdir().expect("temp dir");
     let port = free_port();
+    let sync_interval = match sync {
+        Sync::Default => "",
+        Sync::Always => "sync_interval: always",
+    };
+    let config = dir.path().join("nats.conf");
+    let store = dir.path().join("store");
+    std::fs::write(
+        &config,
+        format!(
+            "listen: 127.0.0.1:{port}\njetstream {{ store_dir: {:?}\n {sync_interval} }}\n",
+            store.display().to_string()
+        ),
+    )
+    .expect("write nats.conf");
     let mut child = Command::new(&bin)
-        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-        .arg(dir.path())
+        .arg("-c")
+        .arg(&config)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::Params;
 use crate::gateway_ops::Sequential;
 use crate::http_ops::FanOut;
-use crate::measure::Latency;
+use crate::measure::{Latency, Throughput};
 use crate::scale::Scale;
 
 #[derive(Serialize)]
@@ -21,7 +21,24 @@ pub struct Floor {
 pub struct Etcd {
     pub acquire: Latency,
     pub renew: Latency,
-    pub renew_per_second: f64,
+    pub keep_alive: Throughput,
+    pub compare_and_set: Throughput,
+}
+
+/// Many concurrent clients on the default server.
+#[derive(Serialize)]
+pub struct Throughputs {
+    pub floor_compare_and_set: Throughput,
+    pub renew: Throughput,
+    pub owner: Throughput,
+}
+
+/// The gateway on a nats-server that fsyncs before every acknowledgement,
+/// the durability etcd always has.
+#[derive(Serialize)]
+pub struct Durable {
+    pub nats: Sequential,
+    pub renew: Throughput,
 }
 
 #[derive(Serialize)]
@@ -49,8 +66,8 @@ pub struct Results {
     pub nats: Sequential,
     pub http: Sequential,
     pub fan_out: FanOut,
-    pub renew_per_second: f64,
-    pub owner_per_second: f64,
+    pub throughput: Throughputs,
+    pub durable: Durable,
     pub etcd: Option<Etcd>,
     pub scale: Vec<Scale>,
 }
@@ -62,6 +79,18 @@ fn ms(us: u64) -> String {
 /// p50, p99 and p99.9 in milliseconds: the columns most tables show.
 fn percentiles(lat: &Latency) -> [String; 3] {
     [ms(lat.p50_us), ms(lat.p99_us), ms(lat.p999_us)]
+}
+
+/// ops/s, then the CPU microseconds per operation of `procs` ("-" where a
+/// process took no part).
+fn rate(name: &str, t: &Throughput, procs: &[&str]) -> Vec<String> {
+    let mut row = vec![name.to_string(), format!("{:.0}", t.ops_per_second)];
+    row.extend(procs.iter().map(|p| {
+        t.cpu_us_per_op
+            .get(p)
+            .map_or("-".to_string(), |us| format!("{us:.0}"))
+    }));
+    row
 }
 
 /// Appends a markdown table after a blank line: `header`, its `---`
@@ -165,21 +194,59 @@ impl Results {
                 vec![name.to_string(), p50, p99, p999]
             }),
         );
-        let mut throughput = vec![
-            vec![
-                "gateway renew".to_string(),
-                format!("{:.0}", self.renew_per_second),
+        table(
+            &mut out,
+            &[
+                "HTTP front",
+                "p50 ms",
+                "p99 ms",
+                "p99.9 ms",
+                "NATS front p50 ms",
+                "HTTP / NATS",
             ],
-            vec![
-                "gateway owner".to_string(),
-                format!("{:.0}", self.owner_per_second),
-            ],
+            [
+                ("acquire", &self.http.acquire, &self.nats.acquire),
+                ("renew", &self.http.renew, &self.nats.renew),
+                ("owner", &self.http.owner, &self.nats.owner),
+                ("release", &self.http.release, &self.nats.release),
+                ("forward", &self.http.forward, &self.nats.forward),
+            ]
+            .map(|(name, http, nats)| {
+                let [p50, p99, p999] = percentiles(http);
+                let ratio = http.p50_us as f64 / nats.p50_us.max(1) as f64;
+                vec![
+                    name.to_string(),
+                    p50,
+                    p99,
+                    p999,
+                    ms(nats.p50_us),
+                    format!("{ratio:.2}"),
+                ]
+            }),
+        );
+        let procs = ["gateway", "nats-server", "etcd"];
+        let t = &self.throughput;
+        let mut rates = vec![
+            rate(
+                "raw JetStream CAS publish (floor)",
+                &t.floor_compare_and_set,
+                &procs,
+            ),
+            rate("gateway renew", &t.renew, &procs),
+            rate("gateway owner", &t.owner, &procs),
+            rate(
+                "gateway renew, sync_interval: always",
+                &self.durable.renew,
+                &procs,
+            ),
         ];
         if let Some(etcd) = &self.etcd {
-            throughput.push(vec![
-                "etcd 3.4 lease keep-alive".to_string(),
-                format!("{:.0}", etcd.renew_per_second),
-            ]);
+            rates.push(rate("etcd 3.4 lease keep-alive", &etcd.keep_alive, &procs));
+            rates.push(rate(
+                "etcd 3.4 compare-and-set put (txn)",
+                &etcd.compare_and_set,
+                &procs,
+            ));
         }
         let clients = self.params.concurrent_clients;
         table(
@@ -187,31 +254,34 @@ impl Results {
             &[
                 format!("throughput ({clients} concurrent clients)").as_str(),
                 "ops/s",
+                "gateway CPU us/op",
+                "nats-server CPU us/op",
+                "etcd CPU us/op",
             ],
-            throughput,
+            rates,
         );
         if let Some(etcd) = &self.etcd {
+            let durable = &self.durable.nats;
             table(
                 &mut out,
                 &[
-                    "vs etcd 3.4",
-                    "dagnats-leases p50 ms",
-                    "etcd p50 ms",
-                    "dagnats-leases p99 ms",
-                    "etcd p99 ms",
+                    "vs etcd 3.4 (p50 / p99 ms)",
+                    "dagnats-leases",
+                    "dagnats-leases, sync_interval: always",
+                    "etcd",
                 ],
                 [
-                    ("acquire", &self.nats.acquire, &etcd.acquire),
-                    ("renew", &self.nats.renew, &etcd.renew),
+                    (
+                        "acquire",
+                        &self.nats.acquire,
+                        &durable.acquire,
+                        &etcd.acquire,
+                    ),
+                    ("renew", &self.nats.renew, &durable.renew, &etcd.renew),
                 ]
-                .map(|(name, ours, etcd)| {
-                    vec![
-                        name.to_string(),
-                        ms(ours.p50_us),
-                        ms(etcd.p50_us),
-                        ms(ours.p99_us),
-                        ms(etcd.p99_us),
-                    ]
+                .map(|(name, ours, synced, etcd)| {
+                    let both = |l: &Latency| format!("{} / {}", ms(l.p50_us), ms(l.p99_us));
+                    vec![name.to_string(), both(ours), both(synced), both(etcd)]
                 }),
             );
         }
@@ -245,6 +315,7 @@ impl Results {
             &mut out,
             &[
                 "SSE fan-out",
+                "leases held",
                 "changes",
                 "deliveries",
                 "deliveries/s",
@@ -254,6 +325,7 @@ impl Results {
             ],
             [vec![
                 format!("{} clients", f.clients),
+                self.params.sse_leases.to_string(),
                 f.changes.to_string(),
                 f.delivered.to_string(),
                 format!("{:.0}", f.delivered_per_second),

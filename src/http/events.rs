@@ -22,7 +22,6 @@ use super::{AppState, auth};
 use crate::core::model::{KeyPrefix, LeaseKey};
 use crate::core::{ErrorBody, LeaseError};
 use crate::events::{Change, Filter, RecentChanges, feed};
-use crate::metrics::SseClient;
 
 /// The events route, behind the read token.
 pub fn router(state: &AppState) -> Router<AppState> {
@@ -69,7 +68,7 @@ pub async fn events(
         ownership: query.ownership,
     };
     // Subscribed before the state is read, so no change falls in between.
-    let live = s.events.subscribe();
+    let live = s.events.subscribe(filter);
     let resume = match after {
         Some(after) => s
             .core
@@ -81,16 +80,12 @@ pub async fn events(
             .collect(),
         None => Vec::new(),
     };
-    let client = SseClient::connected();
-    let stream =
-        feed(live, filter, after.unwrap_or(0), resume, s.stop.clone()).map(move |change| {
-            // The stream owns the guard: this client counts until it ends.
-            let _counted = &client;
-            Ok(Event::default()
-                .event(change.kind.as_str())
-                .id(change.revision.to_string())
-                .data(change.data.as_str()))
-        });
+    let stream = feed(live, after.unwrap_or(0), resume, s.stop.clone()).map(|change| {
+        Ok(Event::default()
+            .event(change.kind.as_str())
+            .id(change.revision.to_string())
+            .data(change.data.as_str()))
+    });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(s.heartbeat).text("heartbeat")))
 }
 
