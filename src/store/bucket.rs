@@ -227,10 +227,13 @@ impl Bucket {
     /// Whether `key`'s last sequence is still `seq` (0: no message), proved
     /// by a write only the current stream leader can commit.
     async fn confirm(&self, key: &str, seq: u64) -> Result<bool, StoreError> {
+        const EXPECTED_SEQ: HeaderName = HeaderName::from_static(HEADER_EXPECTED_SEQ);
+        const EXPECTED_SEQ_SUBJECT: HeaderName =
+            HeaderName::from_static(HEADER_EXPECTED_SEQ_SUBJECT);
         for attempt in 0..BUSY_ROUNDS {
             let mut headers = HeaderMap::new();
-            headers.insert(HEADER_EXPECTED_SEQ, seq.to_string().as_str());
-            headers.insert(HEADER_EXPECTED_SEQ_SUBJECT, key_subject(key).as_str());
+            headers.insert(EXPECTED_SEQ, seq.to_string().as_str());
+            headers.insert(EXPECTED_SEQ_SUBJECT, key_subject(key).as_str());
             let reply = self
                 .request(READ_BARRIER_SUBJECT.into(), headers, Bytes::new())
                 .await
