@@ -36,10 +36,6 @@ impl Recorder {
         self.0.record(us).expect("in bounds");
     }
 
-    pub fn merge(&mut self, other: &Recorder) {
-        self.0.add(&other.0).expect("same bounds");
-    }
-
     pub fn latency(&self) -> Latency {
         Latency {
             samples: self.0.len(),
