@@ -6,6 +6,12 @@ use clap::{Parser, Subcommand};
 use dagnats_leases::cli::{self, ClientCommand};
 use dagnats_leases::{Config, run, shutdown_signal, telemetry};
 
+/// mimalloc rather than glibc's allocator: a renew costs the gateway 17%
+/// fewer instructions (callgrind, 108,143 to 89,820), for about 20 MB more
+/// resident memory with 1,000 event streams open.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Leases over NATS: leader election and shard ownership for your replicas.
 #[derive(Parser)]
 #[command(name = "dagnats-leases", version, about)]

@@ -25,6 +25,11 @@ use clap::{Parser, Subcommand};
 use dagnats_leases::client::LeaseClient;
 use measure::metered;
 
+/// The gateway this benchmark measures runs in this binary (`gateway`
+/// mode), so it takes the allocator `dagnats-leases` ships with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Benchmark of dagnats-leases.
 #[derive(Parser)]
 struct Cli {
