@@ -341,10 +341,7 @@ pub async fn try_js_api(client: &async_nats::Client, op: &str, body: Value) -> O
 /// fsync a crashed node can lose acknowledged writes (Jepsen, NATS 2.12.1)
 /// and so hand out a fence twice.
 /// The route address is also advertised, so the route URLs the nodes
-/// gossip are the ones on the route LAN. Route pings every 2 s, two
-/// unanswered, as docs/operations.md recommends: a cut route is closed in
-/// 4 to 6 s rather than up to a minute, and requests stop being routed
-/// into the cut.
+/// gossip are the ones on the route LAN.
 fn node_config(name: &str, a: &Addresses, store: &std::path::Path, routes: &str) -> String {
     let (client, http, route) = (&a.client, &a.http, &a.route);
     format!(
@@ -360,8 +357,6 @@ cluster {{
   listen: "{}:{}"
   advertise: "{}:{}"
   routes: [{routes}]
-  ping_interval: "2s"
-  ping_max: 2
 }}
 "#,
         client.0,
