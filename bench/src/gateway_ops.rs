@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use dagnats_leases::client::LeaseClient;
+use dagnats_leases_client::LeaseClient;
 
 use crate::measure::{Latency, sequential, throughput};
 

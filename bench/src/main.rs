@@ -22,7 +22,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use dagnats_leases::client::LeaseClient;
+use dagnats_leases_client::LeaseClient;
 use measure::metered;
 
 /// The gateway this benchmark measures runs in this binary (`gateway`
@@ -100,7 +100,7 @@ impl Params {
 async fn main() {
     let cli = Cli::parse();
     if let Some(Mode::Gateway(config)) = cli.mode {
-        dagnats_leases::telemetry::init(&config.log, config.log_format).expect("log settings");
+        dagnats_leases::init_logs(&config.log, config.log_format).expect("log settings");
         dagnats_leases::run(config, dagnats_leases::shutdown_signal())
             .await
             .expect("gateway");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use dagnats_leases::client::LeaseClient;
+use dagnats_leases_client::LeaseClient;
 use serde::Serialize;
 use tokio::sync::Mutex;
 use tokio::time::{Instant, sleep_until};

@@ -1,0 +1,275 @@
+//! [`LeaseClient`]: the five lease subjects as typed calls.
+
+use std::time::Duration;
+
+use async_nats::RequestErrorKind;
+use bytes::Bytes;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use dagnats_leases_wire::kind::{ErrorBody, Kind};
+use dagnats_leases_wire::names::{
+    SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
+};
+use dagnats_leases_wire::reply::{Forwarded, Grant, Owner, Released};
+use dagnats_leases_wire::request::{
+    AcquireRequest, ForwardRequest, ForwardTimeout, HolderId, LeaseKey, OwnerRequest, Payload,
+    ReleaseRequest, RenewRequest, Revision, Ttl,
+};
+
+/// Default time to wait for the gateway's reply.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Extra time a forward call waits beyond its `timeout_ms`: "set your own
+/// request timeout a little higher".
+const FORWARD_MARGIN: Duration = Duration::from_secs(1);
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClientError {
+    /// The gateway answered with an error.
+    #[error("{message}")]
+    Lease {
+        kind: Kind,
+        message: String,
+        /// Forward: the owner last tried.
+        holder: Option<String>,
+        /// Forward: the fence of the owner last tried.
+        revision: Option<u64>,
+    },
+    /// The request is out of the seed's bounds; nothing was sent.
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// No gateway subscribes to the lease subjects.
+    #[error("no dagnats-leases gateway is listening")]
+    NoGateway,
+    /// No reply in time; the call may or may not have happened.
+    #[error("no reply from the gateway within {0:?}")]
+    Timeout(Duration),
+    /// NATS itself failed (e.g. disconnected).
+    #[error("NATS request failed: {0}")]
+    Nats(String),
+    /// A reply this client cannot read.
+    #[error("unreadable reply: {0}")]
+    BadReply(String),
+}
+
+impl ClientError {
+    /// The wire kind, when the gateway answered with one.
+    pub fn kind(&self) -> Option<&Kind> {
+        match self {
+            ClientError::Lease { kind, .. } => Some(kind),
+            _ => None,
+        }
+    }
+
+    /// True when the caller is not the holder at that fence: stop acting
+    /// as owner now.
+    pub fn is_lost(&self) -> bool {
+        self.kind() == Some(&Kind::Lost)
+    }
+}
+
+/// Typed calls to the lease gateway over NATS; cheap to clone.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use dagnats_leases_client::LeaseClient;
+///
+/// let nats = async_nats::connect("nats://127.0.0.1:4222").await?;
+/// let leases = LeaseClient::new(nats);
+/// let grant = leases.acquire("notify-leader", "notify-7f3a", Duration::from_secs(15)).await?;
+/// if grant.granted {
+///     let renewed = leases
+///         .renew("notify-leader", "notify-7f3a", grant.lease.revision, Duration::from_secs(15))
+///         .await?;
+///     leases.release("notify-leader", "notify-7f3a", renewed.lease.revision).await?;
+/// } else {
+///     println!("held by {}", grant.lease.holder);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LeaseClient {
+    nats: async_nats::Client,
+    timeout: Duration,
+}
+
+fn invalid(err: String) -> ClientError {
+    ClientError::Invalid(err)
+}
+
+fn key(key: &str) -> Result<LeaseKey, ClientError> {
+    LeaseKey::try_from(key.to_string()).map_err(invalid)
+}
+
+fn holder(holder: &str) -> Result<HolderId, ClientError> {
+    HolderId::try_from(holder.to_string()).map_err(invalid)
+}
+
+fn ttl(ttl: Duration) -> Result<Ttl, ClientError> {
+    let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+    Ttl::try_from(ms).map_err(invalid)
+}
+
+fn revision(revision: u64) -> Result<Revision, ClientError> {
+    Revision::try_from(revision).map_err(invalid)
+}
+
+impl LeaseClient {
+    /// A client on `nats`, waiting up to 5 s for each reply.
+    pub fn new(nats: async_nats::Client) -> Self {
+        LeaseClient {
+            nats,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// The same client with another reply timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The NATS connection underneath.
+    pub fn nats(&self) -> &async_nats::Client {
+        &self.nats
+    }
+
+    /// Takes `key` for `ttl` if nobody holds it; `granted: false` names the
+    /// holder. Safe to retry: the holder asking again gets its lease back.
+    pub async fn acquire(&self, k: &str, h: &str, t: Duration) -> Result<Grant, ClientError> {
+        let req = AcquireRequest {
+            key: key(k)?,
+            holder: holder(h)?,
+            ttl_ms: ttl(t)?,
+        };
+        self.call(SUBJECT_ACQUIRE, &req, self.timeout).await
+    }
+
+    /// Extends the lease held at `rev` to `t` from now; the reply carries
+    /// the new fence. [`ClientError::is_lost`] means stop acting as owner.
+    pub async fn renew(
+        &self,
+        k: &str,
+        h: &str,
+        rev: u64,
+        t: Duration,
+    ) -> Result<Grant, ClientError> {
+        let req = RenewRequest {
+            key: key(k)?,
+            holder: holder(h)?,
+            revision: revision(rev)?,
+            ttl_ms: ttl(t)?,
+        };
+        self.call(SUBJECT_RENEW, &req, self.timeout).await
+    }
+
+    /// Frees the lease held at `rev`.
+    pub async fn release(&self, k: &str, h: &str, rev: u64) -> Result<Released, ClientError> {
+        let req = ReleaseRequest {
+            key: key(k)?,
+            holder: holder(h)?,
+            revision: revision(rev)?,
+        };
+        self.call(SUBJECT_RELEASE, &req, self.timeout).await
+    }
+
+    /// Who holds `key`, read through the stream leader.
+    pub async fn owner(&self, k: &str) -> Result<Owner, ClientError> {
+        let req = OwnerRequest { key: key(k)? };
+        self.call(SUBJECT_OWNER, &req, self.timeout).await
+    }
+
+    /// Sends `payload` to whoever holds `key`; `timeout` bounds the call.
+    pub async fn forward(
+        &self,
+        k: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Forwarded, ClientError> {
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let req = ForwardRequest {
+            key: key(k)?,
+            payload: Payload(payload),
+            timeout_ms: ForwardTimeout::try_from(ms).map_err(invalid)?,
+        };
+        self.call(SUBJECT_FORWARD, &req, timeout + FORWARD_MARGIN)
+            .await
+    }
+
+    async fn call<Req: Serialize, Rep: DeserializeOwned>(
+        &self,
+        subject: &str,
+        req: &Req,
+        timeout: Duration,
+    ) -> Result<Rep, ClientError> {
+        let body = serde_json::to_vec(req).expect("requests serialize");
+        let request = async_nats::Request::new()
+            .payload(body.into())
+            .timeout(Some(timeout));
+        let reply = self
+            .nats
+            .send_request(subject.to_string(), request)
+            .await
+            .map_err(|err| match err.kind() {
+                RequestErrorKind::NoResponders => ClientError::NoGateway,
+                RequestErrorKind::TimedOut => ClientError::Timeout(timeout),
+                _ => ClientError::Nats(err.to_string()),
+            })?;
+        decode_reply(&reply.payload)
+    }
+}
+
+fn decode_reply<Rep: DeserializeOwned>(payload: &[u8]) -> Result<Rep, ClientError> {
+    let value: serde_json::Value =
+        serde_json::from_slice(payload).map_err(|err| ClientError::BadReply(err.to_string()))?;
+    if value.get("kind").is_some() && value.get("error").is_some() {
+        let wire: ErrorBody =
+            serde_json::from_value(value).map_err(|err| ClientError::BadReply(err.to_string()))?;
+        return Err(ClientError::Lease {
+            kind: wire.kind,
+            message: wire.error,
+            holder: wire.holder,
+            revision: wire.revision,
+        });
+    }
+    serde_json::from_value(value).map_err(|err| ClientError::BadReply(err.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_replies_become_lease_errors_with_their_kind() {
+        let err = decode_reply::<Grant>(br#"{"error":"gone","kind":"lost"}"#).unwrap_err();
+        assert!(err.is_lost());
+        let err = decode_reply::<Forwarded>(
+            br#"{"error":"x","kind":"owner_timeout","holder":"h","revision":4}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            ClientError::Lease {
+                kind: Kind::OwnerTimeout,
+                message: "x".into(),
+                holder: Some("h".into()),
+                revision: Some(4),
+            }
+        );
+        let err = decode_reply::<Grant>(br#"{"error":"x","kind":"brand_new"}"#).unwrap_err();
+        assert_eq!(err.kind(), Some(&Kind::Other("brand_new".into())));
+    }
+
+    #[test]
+    fn out_of_bounds_requests_are_refused_before_sending() {
+        assert!(matches!(
+            ttl(Duration::from_millis(1500)),
+            Err(ClientError::Invalid(_))
+        ));
+        assert!(matches!(key("a.b"), Err(ClientError::Invalid(_))));
+        assert!(matches!(revision(0), Err(ClientError::Invalid(_))));
+    }
+}

@@ -1,0 +1,23 @@
+//! Change events as async-nats delivers them: the wire crate decodes, this
+//! adapts a [`Message`] and says what it skipped.
+
+use async_nats::Message;
+use dagnats_leases_wire::change::{ChangeEvent, NotAChange};
+
+/// The change event `msg` carries; `None` (logged) for a message on the
+/// change subjects that is not one.
+pub fn from_message(msg: &Message) -> Option<ChangeEvent> {
+    let header = |name: &str| msg.headers.as_ref()?.get(name).map(|v| v.as_str());
+    match ChangeEvent::decode(msg.subject.as_str(), header, &msg.payload) {
+        Ok(change) => Some(change),
+        Err(NotAChange::Subject) => None,
+        Err(NotAChange::NoRevision) => {
+            tracing::warn!(subject = %msg.subject, "change event without a revision ignored");
+            None
+        }
+        Err(NotAChange::Corrupt(cause)) => {
+            tracing::warn!(subject = %msg.subject, %cause, "change event that does not parse ignored");
+            None
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! `dagnats-leases-client`: the holder side of dagnats-leases, for Rust
+//! services. It talks the same wire as any NATS client would; nothing here
+//! is needed to hold a lease, it only saves writing the calls by hand. It
+//! depends on the wire crate and async-nats, never on the gateway.
+//!
+//! # Layout
+//!
+//! - [`LeaseClient`] (`calls`): acquire, renew, release, owner, forward as
+//!   typed calls, refusing out-of-bounds input before sending.
+//! - [`LeaseKeeper`] (`keeper`): acquire (optionally waiting), renew every
+//!   ttl/3, and a watch of "am I the owner, at which fence".
+//! - [`serve_inbox`] (`inbox`): the owner's side of forward, answering only
+//!   while entitled to.
+//! - [`FenceGate`] (`fence`): accepts a write only if its fence is the
+//!   highest seen.
+//! - [`changes`]: the change events of `dagnats.lease.changed.<key>`.
+//!
+//! The wire types themselves are re-exported as [`wire`].
+
+mod calls;
+pub mod changes;
+mod fence;
+mod inbox;
+mod keeper;
+
+pub use calls::{ClientError, LeaseClient};
+pub use dagnats_leases_wire as wire;
+pub use dagnats_leases_wire::change::{ChangeEvent, ChangeKind};
+pub use dagnats_leases_wire::kind::Kind;
+pub use fence::{FenceGate, StaleFence};
+pub use inbox::{InboxRequest, serve_inbox};
+pub use keeper::{KeeperOptions, LeaseKeeper, Ownership};

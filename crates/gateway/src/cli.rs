@@ -1,0 +1,369 @@
+//! The ops commands of the `dagnats-leases` binary, over NATS: acquire,
+//! renew, release, owner, forward, watch and hold.
+//!
+//! Replies print as JSON on stdout; failures print `kind: sentence` on
+//! stderr. Exit codes tell scripts what happened (see [`Exit`]).
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use bytes::Bytes;
+use clap::{Args, Subcommand};
+use futures::StreamExt;
+use serde::Serialize;
+
+use crate::config::NatsConfig;
+use dagnats_leases_client::{
+    ChangeEvent, ChangeKind, ClientError, KeeperOptions, LeaseClient, LeaseKeeper, Ownership,
+};
+use dagnats_leases_wire::timefmt;
+
+/// What a command's exit code says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: done (granted, renewed, released, answered).
+    Ok = 0,
+    /// 1: an error (the gateway's `kind`, or NATS unreachable).
+    Error = 1,
+    /// 3: acquire was not granted: someone else holds the key.
+    NotGranted = 3,
+    /// 4: `lost`: not the holder at that fence; stop acting as owner.
+    Lost = 4,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(exit: Exit) -> ExitCode {
+        ExitCode::from(exit as u8)
+    }
+}
+
+/// Who asks, and for how long.
+#[derive(Args)]
+pub struct Holding {
+    /// The lease key.
+    pub key: String,
+    /// Holder id, unique per process.
+    #[arg(long, env = "DAGNATS_HOLDER")]
+    pub holder: String,
+    /// Lease TTL in milliseconds (whole seconds, 1000 to 600000).
+    #[arg(long, default_value_t = 15_000)]
+    pub ttl_ms: u64,
+}
+
+/// The client commands.
+#[derive(Subcommand)]
+pub enum ClientCommand {
+    /// Take a lease if nobody holds it (exit 3 if someone else does).
+    Acquire {
+        #[command(flatten)]
+        nats: NatsConfig,
+        #[command(flatten)]
+        holding: Holding,
+    },
+    /// Extend a lease you hold at --revision (exit 4 if lost).
+    Renew {
+        #[command(flatten)]
+        nats: NatsConfig,
+        #[command(flatten)]
+        holding: Holding,
+        /// The fence from your last reply.
+        #[arg(long)]
+        revision: u64,
+    },
+    /// Free a lease you hold at --revision (exit 4 if lost).
+    Release {
+        #[command(flatten)]
+        nats: NatsConfig,
+        /// The lease key.
+        key: String,
+        /// Holder id.
+        #[arg(long, env = "DAGNATS_HOLDER")]
+        holder: String,
+        /// The fence from your last reply.
+        #[arg(long)]
+        revision: u64,
+    },
+    /// Who holds a key.
+    Owner {
+        #[command(flatten)]
+        nats: NatsConfig,
+        /// The lease key.
+        key: String,
+    },
+    /// Send a request to whoever holds KEY; prints the owner's reply bytes.
+    Forward {
+        #[command(flatten)]
+        nats: NatsConfig,
+        /// The lease key.
+        key: String,
+        /// The request body; read from stdin when absent.
+        payload: Option<String>,
+        /// Bound on the whole call, 100 to 30000.
+        #[arg(long, default_value_t = 5_000)]
+        timeout_ms: u64,
+    },
+    /// Print change events as they arrive (every key, or KEY).
+    Watch {
+        #[command(flatten)]
+        nats: NatsConfig,
+        /// Only this key.
+        key: Option<String>,
+        /// One JSON object per line, for scripts.
+        #[arg(long)]
+        json: bool,
+        /// Skip renewals: only ownership changes.
+        #[arg(long)]
+        ownership: bool,
+    },
+    /// Wait for a lease and keep it until Ctrl-C (exit 0, released) or
+    /// until it is lost (exit 4): leader election for shell scripts.
+    Hold {
+        #[command(flatten)]
+        nats: NatsConfig,
+        #[command(flatten)]
+        holding: Holding,
+    },
+}
+
+impl ClientCommand {
+    fn nats(&self) -> &NatsConfig {
+        match self {
+            ClientCommand::Acquire { nats, .. }
+            | ClientCommand::Renew { nats, .. }
+            | ClientCommand::Release { nats, .. }
+            | ClientCommand::Owner { nats, .. }
+            | ClientCommand::Forward { nats, .. }
+            | ClientCommand::Watch { nats, .. }
+            | ClientCommand::Hold { nats, .. } => nats,
+        }
+    }
+}
+
+/// Runs one client command against NATS.
+pub async fn run(command: ClientCommand) -> Exit {
+    let nats = command.nats();
+    let connected = match nats.connect_options().await {
+        Ok(options) => options
+            .connect(nats.servers())
+            .await
+            .map_err(|e| e.to_string()),
+        Err(err) => Err(err),
+    };
+    let client = match connected {
+        Ok(client) => LeaseClient::new(client),
+        Err(err) => {
+            eprintln!("dagnats-leases: cannot connect to NATS: {err}");
+            return Exit::Error;
+        }
+    };
+    match command {
+        ClientCommand::Acquire { holding: h, .. } => {
+            let ttl = Duration::from_millis(h.ttl_ms);
+            match client.acquire(&h.key, &h.holder, ttl).await {
+                Ok(grant) if grant.granted => print_json(&grant),
+                Ok(grant) => {
+                    print_json(&grant);
+                    Exit::NotGranted
+                }
+                Err(err) => failed(err),
+            }
+        }
+        ClientCommand::Renew {
+            holding: h,
+            revision,
+            ..
+        } => {
+            let ttl = Duration::from_millis(h.ttl_ms);
+            reply(client.renew(&h.key, &h.holder, revision, ttl).await)
+        }
+        ClientCommand::Release {
+            key,
+            holder,
+            revision,
+            ..
+        } => reply(client.release(&key, &holder, revision).await),
+        ClientCommand::Owner { key, .. } => reply(client.owner(&key).await),
+        ClientCommand::Forward {
+            key,
+            payload,
+            timeout_ms,
+            ..
+        } => forward(&client, &key, payload, timeout_ms).await,
+        ClientCommand::Watch {
+            key,
+            json,
+            ownership,
+            ..
+        } => watch(&client, key.as_deref(), json, ownership).await,
+        ClientCommand::Hold { holding, .. } => hold(client, holding).await,
+    }
+}
+
+fn print_json<T: Serialize>(value: &T) -> Exit {
+    println!(
+        "{}",
+        serde_json::to_string(value).expect("replies serialize")
+    );
+    Exit::Ok
+}
+
+fn reply<T: Serialize>(result: Result<T, ClientError>) -> Exit {
+    match result {
+        Ok(value) => print_json(&value),
+        Err(err) => failed(err),
+    }
+}
+
+fn failed(err: ClientError) -> Exit {
+    match &err {
+        ClientError::Lease { kind, .. } => eprintln!("dagnats-leases: {}: {err}", kind.as_str()),
+        _ => eprintln!("dagnats-leases: {err}"),
+    }
+    if err.is_lost() {
+        Exit::Lost
+    } else {
+        Exit::Error
+    }
+}
+
+async fn forward(
+    client: &LeaseClient,
+    key: &str,
+    payload: Option<String>,
+    timeout_ms: u64,
+) -> Exit {
+    let body = match payload {
+        Some(text) => Bytes::from(text),
+        None => {
+            let mut buf = Vec::new();
+            if let Err(err) = std::io::stdin().read_to_end(&mut buf) {
+                eprintln!("dagnats-leases: reading stdin: {err}");
+                return Exit::Error;
+            }
+            Bytes::from(buf)
+        }
+    };
+    match client
+        .forward(key, body, Duration::from_millis(timeout_ms))
+        .await
+    {
+        Ok(reply) => {
+            let mut out = std::io::stdout();
+            let written = out.write_all(&reply.payload.0).and_then(|()| out.flush());
+            if written.is_err() {
+                Exit::Error
+            } else {
+                Exit::Ok
+            }
+        }
+        Err(err) => failed(err),
+    }
+}
+
+async fn watch(client: &LeaseClient, key: Option<&str>, json: bool, ownership: bool) -> Exit {
+    let subject = ChangeEvent::subject(key);
+    let subscribed = match client.nats().subscribe(subject.clone()).await {
+        Ok(sub) => client
+            .nats()
+            .flush()
+            .await
+            .map(|()| sub)
+            .map_err(|e| e.to_string()),
+        Err(err) => Err(err.to_string()),
+    };
+    let mut sub = match subscribed {
+        Ok(sub) => sub,
+        Err(err) => {
+            eprintln!("dagnats-leases: cannot subscribe: {err}");
+            return Exit::Error;
+        }
+    };
+    eprintln!("watching {subject}");
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
+    loop {
+        let msg = tokio::select! {
+            _ = &mut interrupted => return Exit::Ok,
+            msg = sub.next() => match msg {
+                Some(msg) => msg,
+                None => return Exit::Error,
+            },
+        };
+        let Some(event) = dagnats_leases_client::changes::from_message(&msg) else {
+            continue;
+        };
+        if ownership && event.event == ChangeKind::Renewed {
+            continue;
+        }
+        if json {
+            print_json(&event);
+        } else {
+            println!("{}", human(&event));
+        }
+    }
+}
+
+/// One line per event, e.g.
+/// `2026-11-30T08:00:00.000Z acquired  shard-1 holder=w-a revision=42 expires_at=...`.
+fn human(event: &ChangeEvent) -> String {
+    let now = timefmt::format(time::OffsetDateTime::now_utc());
+    let mut line = format!(
+        "{now} {:<9} {} revision={}",
+        event.event.as_str(),
+        event.key,
+        event.revision
+    );
+    if let Some(holder) = &event.holder {
+        line.push_str(&format!(" holder={holder}"));
+    }
+    if let Some(lease) = &event.lease {
+        line.push_str(&format!(
+            " expires_at={}",
+            timefmt::format(lease.expires_at)
+        ));
+    }
+    line
+}
+
+async fn hold(client: LeaseClient, h: Holding) -> Exit {
+    let keeper = LeaseKeeper::start(
+        client,
+        KeeperOptions {
+            key: h.key.clone(),
+            holder: h.holder.clone(),
+            ttl: Duration::from_millis(h.ttl_ms),
+            wait: true,
+        },
+    );
+    let mut state = keeper.watch();
+    let stop = crate::shutdown_signal();
+    tokio::pin!(stop);
+    let mut held = false;
+    loop {
+        let now = state.borrow_and_update().clone();
+        match now {
+            Ownership::Owner { fence, .. } => {
+                if !held {
+                    eprintln!("holding {} as {} at revision {fence}", h.key, h.holder);
+                }
+                held = true;
+            }
+            Ownership::NotOwner if held => {
+                eprintln!("lost {}", h.key);
+                keeper.shutdown().await;
+                return Exit::Lost;
+            }
+            Ownership::NotOwner => {}
+        }
+        tokio::select! {
+            () = &mut stop => {
+                keeper.shutdown().await;
+                return Exit::Ok;
+            }
+            changed = state.changed() => if changed.is_err() {
+                return Exit::Error;
+            },
+        }
+    }
+}

@@ -1,0 +1,446 @@
+//! [`LeaseCore`]: acquire, renew, release and owner over the bucket.
+
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use std::sync::Arc;
+use time::OffsetDateTime;
+
+use super::error::LeaseError;
+use super::known::{Known, KnownRevisions};
+use crate::owner_hop::OwnerInbox;
+use crate::store::{Availability, Bucket, Store, StoreError, Write};
+use dagnats_leases_wire::record::{Entry, LeaseRecord, RECORD_VERSION, ReleaseRecord, WriteEvent};
+use dagnats_leases_wire::reply::{FreeKey, Grant, Lease, Owner, Released};
+use dagnats_leases_wire::request::{
+    AcquireRequest, HolderId, OwnerRequest, ReleaseRequest, RenewRequest, Revision, Ttl,
+};
+
+/// How many compare-and-set rounds a call makes before it reports
+/// contention as `unavailable`. Each lost round means another writer
+/// landed, so the next read usually settles the answer.
+const MAX_ROUNDS: usize = 4;
+
+/// The lease operations of the seed. Cheap to clone; every front shares one.
+#[derive(Clone)]
+pub struct LeaseCore {
+    store: Store,
+    inbox: OwnerInbox,
+    known: Arc<KnownRevisions>,
+}
+
+impl LeaseCore {
+    /// A core over `store` that forwards through `inbox`.
+    pub fn new(store: Store, inbox: OwnerInbox) -> Self {
+        LeaseCore {
+            store,
+            inbox,
+            known: Arc::default(),
+        }
+    }
+
+    /// Whether calls can be served now: `Ok`, or the error every call
+    /// would answer (`unavailable` or `unsupported`).
+    pub fn ready(&self) -> Result<(), LeaseError> {
+        self.bucket().map(|_| ())
+    }
+
+    /// Learns from a change event that `key` is at `revision`: `lease` is
+    /// what was written there, or `None` when the key was freed. Another
+    /// gateway's write then costs this one no extra read on the next renew.
+    pub fn observe(&self, key: &str, revision: u64, lease: Option<&Lease>) {
+        match lease {
+            Some(lease) => self.known.remember(key, Known::of(revision, lease)),
+            None => self.known.forget_before(key, revision),
+        }
+    }
+
+    pub(super) fn inbox(&self) -> &OwnerInbox {
+        &self.inbox
+    }
+
+    /// Grants the key if nobody holds it. The current holder asking again
+    /// gets its lease back unchanged (same revision, TTL not extended), so
+    /// a retry after a lost reply is safe.
+    pub async fn acquire(&self, req: AcquireRequest) -> Result<Grant, LeaseError> {
+        let bucket = self.bucket()?;
+        let key = req.key.as_str();
+        for _ in 0..MAX_ROUNDS {
+            let expected = match self.read(&bucket, key).await? {
+                Some(Entry::Held {
+                    seq,
+                    record,
+                    stored_at,
+                    ..
+                }) => {
+                    let granted = record.holder == req.holder.as_str();
+                    let lease = record.lease(key, seq, Some(stored_at));
+                    return Ok(Grant { granted, lease });
+                }
+                Some(Entry::Free { seq, .. }) => seq,
+                None => 0,
+            };
+            let now = OffsetDateTime::now_utc();
+            let record = lease_record(&req.holder, req.ttl_ms, now, now, expected);
+            match self
+                .write_lease(&bucket, key, expected, WriteEvent::Acquired, &record)
+                .await
+            {
+                Ok(seq) => {
+                    let lease = record.lease(key, seq, None);
+                    return Ok(Grant {
+                        granted: true,
+                        lease,
+                    });
+                }
+                Err(StoreError::Conflict) => continue,
+                Err(err) => return Err(self.store_error(err)),
+            }
+        }
+        Err(contention(key))
+    }
+
+    /// Extends the lease to `ttl_ms` from now, if the caller holds it at
+    /// `revision`. The reply carries the new fence; `acquired_at` stays.
+    pub async fn renew(&self, req: RenewRequest) -> Result<Grant, LeaseError> {
+        let bucket = self.bucket()?;
+        let (key, revision) = (req.key.as_str(), req.revision.get());
+        let lost = || lost(key, &req.holder, req.revision);
+        let (bucket_ref, req_ref, lost_ref) = (&bucket, &req, &lost);
+        let write = move |held: Known| {
+            let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
+            async move {
+                // A renew racing the lease's own expiry is refused, before
+                // it is sent and after it is acknowledged: nats-server
+                // 2.15 acknowledges a write that replaces a message whose
+                // TTL has run out but is not yet expired, then the overdue
+                // expiry's marker (a subject rollup) erases that write. A
+                // renew acknowledged that late may be gone a moment later,
+                // so the holder must not count on it (docs/operations.md).
+                if too_late(held.expires_at) {
+                    return Ok(Err(lost()));
+                }
+                let grant = self.renew_at(bucket, req, held.acquired_at).await?;
+                Ok(if too_late(held.expires_at) {
+                    tracing::warn!(
+                        key,
+                        revision,
+                        "renew acknowledged after the lease was due to expire: answered lost"
+                    );
+                    Err(lost())
+                } else {
+                    Ok(grant)
+                })
+            }
+            .boxed()
+        };
+        // This very renew already landed and its reply was lost.
+        let landed = |entry: &Entry| match entry {
+            Entry::Held {
+                seq,
+                renewed: true,
+                record,
+                stored_at,
+            } if record.prev == revision && record.holder == req.holder.as_str() => {
+                Some(Ok(Grant {
+                    granted: true,
+                    lease: record.lease(key, *seq, Some(*stored_at)),
+                }))
+            }
+            _ => None,
+        };
+        self.fenced(&bucket, key, &req.holder, req.revision, write, landed)
+            .await?
+    }
+
+    /// Frees the key under the same fence check as renew. A lease that
+    /// already expired is `lost`.
+    pub async fn release(&self, req: ReleaseRequest) -> Result<Released, LeaseError> {
+        let bucket = self.bucket()?;
+        let (key, holder, revision) = (req.key.as_str(), req.holder.as_str(), req.revision.get());
+        let write = |held: Known| {
+            self.release_at(&bucket, key, holder, revision, held.ttl_ms, false)
+                .boxed()
+        };
+        // This very release already landed and its reply was lost.
+        let landed = |entry: &Entry| match entry {
+            Entry::Free {
+                seq,
+                released: Some(tombstone),
+            } if tombstone.prev == revision && tombstone.holder == holder && !tombstone.revoked => {
+                Some(Released {
+                    released: true,
+                    held: false,
+                    key: key.to_string(),
+                    holder: holder.to_string(),
+                    revision: *seq,
+                })
+            }
+            _ => None,
+        };
+        self.fenced(&bucket, key, &req.holder, req.revision, write, landed)
+            .await
+    }
+
+    /// The fence check renew and release share: `write` runs only while
+    /// `holder` holds `key` at `revision`, known from this gateway's own
+    /// writes and events (one round trip) or else read through the leader.
+    /// A retry whose first write already landed gets `landed`'s answer;
+    /// anything else is `lost`.
+    async fn fenced<'a, T>(
+        &self,
+        bucket: &Bucket,
+        key: &str,
+        holder: &HolderId,
+        revision: Revision,
+        write: impl Fn(Known) -> BoxFuture<'a, Result<T, StoreError>>,
+        landed: impl Fn(&Entry) -> Option<T>,
+    ) -> Result<T, LeaseError> {
+        if let Some(known) = self.known.at(key, revision.get()) {
+            if known.holder != holder.as_str() {
+                return Err(lost(key, holder, revision));
+            }
+            match write(known).await {
+                Err(StoreError::Conflict) => {}
+                done => return done.map_err(|err| self.store_error(err)),
+            }
+        }
+        for _ in 0..MAX_ROUNDS {
+            let entry = self.read(bucket, key).await?;
+            match &entry {
+                Some(Entry::Held {
+                    seq,
+                    record,
+                    stored_at,
+                    ..
+                }) if *seq == revision.get() && record.holder == holder.as_str() => {
+                    let held = Known::of(*seq, &record.lease(key, *seq, Some(*stored_at)));
+                    match write(held).await {
+                        Err(StoreError::Conflict) => continue,
+                        done => return done.map_err(|err| self.store_error(err)),
+                    }
+                }
+                Some(entry) => return landed(entry).ok_or_else(|| lost(key, holder, revision)),
+                None => return Err(lost(key, holder, revision)),
+            }
+        }
+        Err(contention(key))
+    }
+
+    /// Frees the key whoever holds it, with a new, higher fence: the
+    /// operator's way out of a stuck lease. The holder's fence is stale
+    /// everywhere afterwards, and a `released` event names it.
+    pub async fn revoke(&self, req: OwnerRequest) -> Result<Released, LeaseError> {
+        let bucket = self.bucket()?;
+        let key = req.key.as_str();
+        for _ in 0..MAX_ROUNDS {
+            let Some(Entry::Held { seq, record, .. }) = self.read(&bucket, key).await? else {
+                return Err(LeaseError::NotHeld(key.to_string()));
+            };
+            let revoked = self.release_at(&bucket, key, &record.holder, seq, record.ttl_ms, true);
+            match revoked.await {
+                Err(StoreError::Conflict) => continue,
+                Err(err) => return Err(self.store_error(err)),
+                Ok(released) => {
+                    tracing::info!(key, holder = record.holder, revision = seq, "lease revoked");
+                    return Ok(released);
+                }
+            }
+        }
+        Err(contention(key))
+    }
+
+    /// Who holds the key, read through the stream leader. No side effects.
+    pub async fn owner(&self, req: OwnerRequest) -> Result<Owner, LeaseError> {
+        let bucket = self.bucket()?;
+        let key = req.key.as_str();
+        Ok(match self.read(&bucket, key).await? {
+            Some(Entry::Held {
+                seq,
+                record,
+                stored_at,
+                ..
+            }) => Owner::Held(record.lease(key, seq, Some(stored_at))),
+            Some(Entry::Free { .. }) | None => Owner::Free(FreeKey {
+                held: false,
+                key: key.to_string(),
+            }),
+        })
+    }
+
+    async fn renew_at(
+        &self,
+        bucket: &Bucket,
+        req: &RenewRequest,
+        acquired_at: OffsetDateTime,
+    ) -> Result<Grant, StoreError> {
+        let key = req.key.as_str();
+        let revision = req.revision.get();
+        let now = OffsetDateTime::now_utc();
+        let record = lease_record(&req.holder, req.ttl_ms, acquired_at, now, revision);
+        let seq = self
+            .write_lease(bucket, key, revision, WriteEvent::Renewed, &record)
+            .await?;
+        Ok(Grant {
+            granted: true,
+            lease: record.lease(key, seq, None),
+        })
+    }
+
+    /// Writes the release tombstone for `holder`'s lease at `revision`. It
+    /// lives as long as the lease it ends (`ttl_ms`): the window in which a
+    /// release retried after a lost reply still gets `released` rather than
+    /// `lost`. It is a purge, which expires without the server's expiry
+    /// marker, so a released key never later looks expired.
+    async fn release_at(
+        &self,
+        bucket: &Bucket,
+        key: &str,
+        holder: &str,
+        revision: u64,
+        ttl_ms: u64,
+        revoked: bool,
+    ) -> Result<Released, StoreError> {
+        let tombstone = ReleaseRecord {
+            v: RECORD_VERSION,
+            holder: holder.to_string(),
+            released_at: OffsetDateTime::now_utc(),
+            prev: revision,
+            revoked,
+        };
+        let write = Write {
+            event: WriteEvent::Released,
+            ttl_secs: ttl_ms / 1_000,
+            body: serde_json::to_vec(&tombstone).expect("a record serializes"),
+        };
+        let seq = bucket.write(key, revision, write).await?;
+        self.known.forget(key);
+        Ok(Released {
+            released: true,
+            held: false,
+            key: key.to_string(),
+            holder: holder.to_string(),
+            revision: seq,
+        })
+    }
+
+    async fn write_lease(
+        &self,
+        bucket: &Bucket,
+        key: &str,
+        expected: u64,
+        event: WriteEvent,
+        record: &LeaseRecord,
+    ) -> Result<u64, StoreError> {
+        let write = Write {
+            event,
+            ttl_secs: record.ttl_ms / 1_000,
+            body: serde_json::to_vec(record).expect("a record serializes"),
+        };
+        let seq = bucket.write(key, expected, write).await?;
+        self.remember(key, seq, record, None);
+        Ok(seq)
+    }
+
+    pub(super) async fn read(
+        &self,
+        bucket: &Bucket,
+        key: &str,
+    ) -> Result<Option<Entry>, LeaseError> {
+        let entry = bucket
+            .last(key)
+            .await
+            .map_err(|err| self.store_error(err))?;
+        if let Some(Entry::Held {
+            seq,
+            record,
+            stored_at,
+            ..
+        }) = &entry
+        {
+            self.remember(key, *seq, record, Some(*stored_at));
+        }
+        Ok(entry)
+    }
+
+    fn remember(
+        &self,
+        key: &str,
+        seq: u64,
+        record: &LeaseRecord,
+        stored_at: Option<OffsetDateTime>,
+    ) {
+        let lease = record.lease(key, seq, stored_at);
+        self.known.remember(key, Known::of(seq, &lease));
+    }
+
+    pub(super) fn bucket(&self) -> Result<Bucket, LeaseError> {
+        match self.store.availability() {
+            Availability::Ready(bucket) => Ok(bucket),
+            Availability::Unsupported { server_version } => {
+                Err(LeaseError::Unsupported { server_version })
+            }
+            Availability::Unavailable(reason) => Err(LeaseError::Unavailable(format!(
+                "leases are unavailable: {reason}; retry later"
+            ))),
+        }
+    }
+
+    /// The one translation of store failures into wire errors.
+    pub(super) fn store_error(&self, err: StoreError) -> LeaseError {
+        match err {
+            StoreError::Unavailable(reason) => {
+                LeaseError::Unavailable(format!("leases are unavailable: {reason}; retry later"))
+            }
+            StoreError::BucketMissing => {
+                self.store.request_repair();
+                LeaseError::Unavailable(
+                    "the leases bucket is missing and is being created again; retry later".into(),
+                )
+            }
+            StoreError::Corrupt(cause) | StoreError::Unexpected(cause) => {
+                LeaseError::internal(cause)
+            }
+            StoreError::Conflict => LeaseError::internal("compare-and-set conflict not handled"),
+        }
+    }
+}
+
+fn lease_record(
+    holder: &HolderId,
+    ttl: Ttl,
+    acquired_at: OffsetDateTime,
+    written_at: OffsetDateTime,
+    prev: u64,
+) -> LeaseRecord {
+    LeaseRecord {
+        v: RECORD_VERSION,
+        holder: holder.as_str().to_string(),
+        ttl_ms: ttl.as_millis(),
+        acquired_at,
+        written_at,
+        prev,
+    }
+}
+
+fn lost(key: &str, holder: &HolderId, revision: Revision) -> LeaseError {
+    LeaseError::Lost(format!(
+        "{} does not hold {key} at revision {}: it expired, was released, was taken, or the revision is stale",
+        holder.as_str(),
+        revision.get()
+    ))
+}
+
+/// How close to its expiry a lease may be renewed: beyond this, the renew
+/// could land after the server's expiry is due (see [`LeaseCore::renew`]).
+/// It also absorbs clock skew between this gateway and the server.
+const EXPIRY_MARGIN: Duration = Duration::from_millis(250);
+
+fn too_late(expires_at: OffsetDateTime) -> bool {
+    OffsetDateTime::now_utc() + EXPIRY_MARGIN >= expires_at
+}
+
+fn contention(key: &str) -> LeaseError {
+    LeaseError::Unavailable(format!("{key} changed on every attempt; retry later"))
+}

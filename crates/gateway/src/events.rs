@@ -1,0 +1,257 @@
+//! Change events: ONE subscription per gateway to
+//! `dagnats.lease.changed.>`, decoded once (by the wire crate) and handed
+//! to the event-stream clients whose filter wants it, each through its own
+//! bounded queue (see `registry`).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use async_nats::{Client, Subscriber};
+use futures::{Stream, StreamExt};
+use serde::Serialize;
+use time::OffsetDateTime;
+use tokio_util::sync::CancellationToken;
+use utoipa::ToSchema;
+
+use crate::core::LeaseCore;
+use dagnats_leases_client::changes;
+use dagnats_leases_wire::change::{ChangeEvent, ChangeKind};
+use dagnats_leases_wire::names::CHANGED_PREFIX;
+use dagnats_leases_wire::reply::{Lease, LeaseEnded};
+use dagnats_leases_wire::request::LeaseKey;
+use dagnats_leases_wire::timefmt;
+
+mod registry;
+
+use registry::Registry;
+pub use registry::Subscription;
+
+/// Bound on the keys whose last holder is remembered for `expired` events.
+const LAST_HOLDERS: usize = 100_000;
+/// Changes kept for a freshly opened dashboard to draw the recent past.
+const RECENT: usize = 2_000;
+
+/// A change and when this gateway saw it: the dashboard's recent past.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RecentChange {
+    #[serde(flatten)]
+    pub change: ChangeEvent,
+    /// When this gateway received it.
+    #[serde(with = "timefmt")]
+    #[schema(value_type = String, format = DateTime)]
+    pub at: OffsetDateTime,
+}
+
+/// Reply of `GET /v1/events/recent`, oldest first.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RecentChanges {
+    pub events: Vec<RecentChange>,
+}
+
+/// One change, with its data already encoded as JSON (once, however many
+/// clients receive it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedChange {
+    pub kind: ChangeKind,
+    pub key: String,
+    pub revision: u64,
+    /// The lease (acquired, renewed) or a [`LeaseEnded`] (released, expired).
+    pub data: String,
+}
+
+impl EncodedChange {
+    /// A held lease, as the change (`acquired` or `renewed`) that wrote
+    /// its current record.
+    pub fn held(kind: ChangeKind, lease: &Lease) -> Self {
+        EncodedChange {
+            kind,
+            key: lease.key.clone(),
+            revision: lease.revision,
+            data: serde_json::to_string(lease).expect("a lease serializes"),
+        }
+    }
+
+    fn ended(kind: ChangeKind, key: &str, revision: u64, holder: Option<String>) -> Self {
+        let ended = LeaseEnded {
+            key: key.to_string(),
+            revision,
+            holder,
+        };
+        EncodedChange {
+            kind,
+            key: key.to_string(),
+            revision,
+            data: serde_json::to_string(&ended).expect("an event serializes"),
+        }
+    }
+}
+
+/// The gateway's change feed; cheap to clone.
+#[derive(Clone)]
+pub struct Events {
+    clients: Registry,
+    recent: Arc<Mutex<VecDeque<RecentChange>>>,
+}
+
+impl Events {
+    /// A feed that keeps up to `buffer` changes for a client that has not
+    /// read them yet; a client further behind is dropped.
+    pub fn new(buffer: usize) -> Self {
+        Events {
+            clients: Registry::new(buffer),
+            recent: Arc::default(),
+        }
+    }
+
+    /// The last changes this gateway saw (at most 2,000), oldest first.
+    pub fn recent(&self) -> RecentChanges {
+        let recent = self.recent.lock().expect("poisoned");
+        RecentChanges {
+            events: recent.iter().cloned().collect(),
+        }
+    }
+
+    fn remember(&self, change: ChangeEvent) {
+        let mut recent = self.recent.lock().expect("poisoned");
+        if recent.len() == RECENT {
+            recent.pop_front();
+        }
+        recent.push_back(RecentChange {
+            change,
+            at: OffsetDateTime::now_utc(),
+        });
+    }
+
+    /// Receives the changes `filter` admits, from now on.
+    pub fn subscribe(&self, filter: Filter) -> Subscription {
+        self.clients.register(filter)
+    }
+}
+
+/// Subscribes to every change event; returns once the server knows.
+pub async fn subscribe(client: &Client) -> Result<Subscriber, async_nats::Error> {
+    let sub = client.subscribe(format!("{CHANGED_PREFIX}.>")).await?;
+    client.flush().await?;
+    Ok(sub)
+}
+
+/// Classifies every change event into `events` until `stop`, and tells
+/// `core` which revision each key is at, so this gateway's next renew or
+/// release of it is one round trip even when another gateway wrote last.
+pub async fn relay(mut sub: Subscriber, events: Events, core: LeaseCore, stop: CancellationToken) {
+    let mut last_holders = HashMap::new();
+    loop {
+        let msg = tokio::select! {
+            () = stop.cancelled() => return,
+            msg = sub.next() => match msg {
+                Some(msg) => msg,
+                None => return,
+            },
+        };
+        let Some(change) = changes::from_message(&msg) else {
+            continue;
+        };
+        let change = with_last_holder(change, &mut last_holders);
+        core.observe(&change.key, change.revision, change.lease.as_ref());
+        events
+            .clients
+            .deliver(&change.key, change.event, || EncodedChange::from(&change));
+        events.remember(change);
+    }
+}
+
+/// Names the last holder of a key whose lease ended (an expiry marker
+/// carries none), remembering each key's holder as changes pass.
+fn with_last_holder(
+    mut change: ChangeEvent,
+    last_holders: &mut HashMap<String, String>,
+) -> ChangeEvent {
+    match change.event {
+        ChangeKind::Acquired | ChangeKind::Renewed => {
+            if last_holders.len() >= LAST_HOLDERS {
+                last_holders.clear();
+            }
+            if let Some(holder) = &change.holder {
+                last_holders.insert(change.key.clone(), holder.clone());
+            }
+        }
+        ChangeKind::Released | ChangeKind::Expired => {
+            let remembered = last_holders.remove(&change.key);
+            change.holder = change.holder.or(remembered);
+        }
+    }
+    change
+}
+
+impl From<&ChangeEvent> for EncodedChange {
+    fn from(change: &ChangeEvent) -> Self {
+        match &change.lease {
+            Some(lease) => EncodedChange {
+                kind: change.event,
+                key: change.key.clone(),
+                revision: change.revision,
+                data: serde_json::to_string(lease).expect("a lease serializes"),
+            },
+            None => EncodedChange::ended(
+                change.event,
+                &change.key,
+                change.revision,
+                change.holder.clone(),
+            ),
+        }
+    }
+}
+
+/// Which changes a client wants.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// Only this key.
+    pub key: Option<LeaseKey>,
+    /// Drop `renewed`: only ownership changes.
+    pub ownership: bool,
+}
+
+impl Filter {
+    /// Whether the client wants `change`.
+    pub fn admits(&self, key: &str, kind: ChangeKind) -> bool {
+        self.key.as_ref().is_none_or(|k| k.as_str() == key)
+            && !(self.ownership && kind == ChangeKind::Renewed)
+    }
+}
+
+/// One client's stream: `resume` first (the current state it missed, as
+/// far as the client's filter admits it), then live changes from `live`,
+/// which was subscribed before `resume` was read so nothing falls in
+/// between. A live change no newer than `after`, or than what `resume`
+/// showed for its key, is skipped. The stream ends when the client falls
+/// more than the buffer behind (it never holds more than that), or at
+/// `stop`.
+pub fn feed(
+    live: Subscription,
+    after: u64,
+    resume: Vec<EncodedChange>,
+    stop: CancellationToken,
+) -> impl Stream<Item = Arc<EncodedChange>> {
+    let resume: Vec<Arc<EncodedChange>> = resume
+        .into_iter()
+        .filter(|change| live.filter().admits(&change.key, change.kind))
+        .map(Arc::new)
+        .collect();
+    let shown: HashMap<String, u64> = resume
+        .iter()
+        .map(|change| (change.key.clone(), change.revision))
+        .collect();
+    let live = futures::stream::unfold(live, |mut live| async move {
+        live.recv().await.map(|change| (change, live))
+    })
+    .filter(move |change| {
+        let fresh = change.revision > after
+            && shown
+                .get(&change.key)
+                .is_none_or(|&seen| change.revision > seen);
+        futures::future::ready(fresh)
+    });
+    futures::stream::iter(resume)
+        .chain(live)
+        .take_until(stop.cancelled_owned())
+}

@@ -1,0 +1,114 @@
+//! `POST /v1/leases/{key}/forward`: deliver a request to the key's owner.
+//!
+//! JSON mode (`Content-Type: application/json`) takes and returns the NATS
+//! bodies, payload in base64. Raw mode (any other content type) forwards the
+//! body's bytes and returns the owner's bytes, naming the owner in
+//! `Dagnats-Lease-Holder` and `Dagnats-Lease-Fence`; `?timeout_ms=` bounds it.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router, middleware};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::error::ApiError;
+use super::extract::{Body, KeyPath, QueryOf, is_json};
+use super::{AppState, auth};
+use crate::core::ErrorBody;
+use dagnats_leases_wire::reply::Forwarded;
+use dagnats_leases_wire::request::{
+    ForwardRequest, ForwardTimeout, LeaseKey, Payload, decode_keyed, from_fields,
+};
+
+/// The forward route, behind the write token.
+pub fn router(state: &AppState) -> Router<AppState> {
+    Router::new()
+        .route("/v1/leases/{key}/forward", post(forward))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth::writes))
+}
+
+/// Raw mode's query: `timeout_ms`, as in the JSON body.
+#[derive(Deserialize)]
+pub struct RawQuery {
+    pub timeout_ms: Option<Value>,
+}
+
+/// Forward: deliver a request to whoever holds the key. JSON in, JSON out
+/// (payload in base64); or raw: any other content type is forwarded as
+/// bytes and the owner's bytes come back.
+#[utoipa::path(post, path = "/v1/leases/{key}/forward", tag = "forward",
+    params(
+        ("key" = LeaseKey, Path, description = "The lease key"),
+        ("timeout_ms" = Option<ForwardTimeout>, Query, nullable = false, description = "Raw mode: bounds the whole call (100 to 30000; default 5000)"),
+    ),
+    request_body(content(
+        (ForwardRequest = "application/json"),
+        (Body = "application/octet-stream"),
+    )),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The owner's reply", content(
+            (Forwarded = "application/json"),
+            (Body = "application/octet-stream"),
+        ), headers(
+            ("Dagnats-Lease-Holder" = String, description = "Raw mode: the holder that answered"),
+            ("Dagnats-Lease-Fence" = u64, description = "Raw mode: its fence"),
+        )),
+        (status = 400, description = "`invalid`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`not_held`", body = ErrorBody),
+        (status = 409, description = "`owner_rejected`", body = ErrorBody),
+        (status = 413, description = "`payload_too_large` or `body_too_large`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 502, description = "`owner_unavailable` or `reply_too_large`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+        (status = 504, description = "`owner_timeout`", body = ErrorBody),
+    ))]
+pub async fn forward(
+    State(s): State<AppState>,
+    KeyPath(key): KeyPath,
+    QueryOf(query): QueryOf<RawQuery>,
+    headers: HeaderMap,
+    Body(body): Body,
+) -> Result<Response, ApiError> {
+    if is_json(&headers) {
+        let req: ForwardRequest = decode_keyed(&key, &body)?;
+        return Ok(Json(s.core.forward(req).await?).into_response());
+    }
+    let timeout = query.timeout_ms.map(|t| match t {
+        // The query is text: a number in it is read as one.
+        Value::String(text) => text.parse::<u64>().map_or(Value::String(text), Value::from),
+        other => other,
+    });
+    let mut req: ForwardRequest = from_fields([
+        ("key", Value::from(key)),
+        ("payload", Value::from("")),
+        ("timeout_ms", timeout.unwrap_or(Value::Null)),
+    ])?;
+    req.payload = Payload(body);
+    let reply = s.core.forward_raw(req).await?;
+    // `Dagnats-Lease-Holder` and `Dagnats-Lease-Fence` name the owner.
+    let headers = [
+        (
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        ),
+        (
+            HeaderName::from_static("dagnats-lease-holder"),
+            header_value(&reply.holder),
+        ),
+        (
+            HeaderName::from_static("dagnats-lease-fence"),
+            HeaderValue::from(reply.revision),
+        ),
+    ];
+    Ok((headers, reply.payload.0).into_response())
+}
+
+/// A holder id is `[A-Za-z0-9_-]`, always a valid header value.
+fn header_value(holder: &str) -> HeaderValue {
+    HeaderValue::from_str(holder).expect("holder ids are header-safe")
+}

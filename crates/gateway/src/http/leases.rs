@@ -1,0 +1,160 @@
+//! `/v1/leases`: acquire, renew, release, owner and list over HTTP. The
+//! bodies are the NATS replies; the key comes from the path.
+
+use axum::extract::State;
+use axum::routing::{delete, get, post};
+use axum::{Json, Router, middleware};
+use serde_json::Value;
+
+use super::error::ApiError;
+use super::extract::{KeyPath, LeaseJson, QueryOf};
+use super::{AppState, auth};
+use crate::core::ErrorBody;
+use dagnats_leases_wire::reply::{Grant, LeaseList, Owner, Released};
+use dagnats_leases_wire::request::{
+    AcquireRequest, LeaseKey, ListRequest, ReleaseRequest, RenewRequest, from_fields,
+};
+
+type Reply<T> = Result<Json<T>, ApiError>;
+
+/// The lease routes, each behind the token its kind of call needs.
+pub fn router(state: &AppState) -> Router<AppState> {
+    let writes = Router::new()
+        .route("/v1/leases/{key}/acquire", post(acquire))
+        .route("/v1/leases/{key}/renew", post(renew))
+        .route("/v1/leases/{key}/release", post(release))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth::writes));
+    let reads = middleware::from_fn_with_state(state.clone(), auth::reads);
+    let writes_layer = middleware::from_fn_with_state(state.clone(), auth::writes);
+    let one = get(owner)
+        .route_layer(reads.clone())
+        .merge(delete(revoke).route_layer(writes_layer));
+    let lists = Router::new()
+        .route("/v1/leases", get(list))
+        .route_layer(reads);
+    writes.route("/v1/leases/{key}", one).merge(lists)
+}
+
+/// Acquire: grant the key if nobody holds it (`granted: false` names the
+/// holder); the holder asking again gets its lease back unchanged.
+#[utoipa::path(post, path = "/v1/leases/{key}/acquire", tag = "leases",
+    params(("key" = LeaseKey, Path, description = "The lease key")),
+    request_body(content = AcquireRequest, content_type = "application/json"),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The lease, granted or naming the current holder", body = Grant),
+        (status = 400, description = "`invalid`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 413, description = "`body_too_large`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    ))]
+pub async fn acquire(
+    State(s): State<AppState>,
+    LeaseJson(req): LeaseJson<AcquireRequest>,
+) -> Reply<Grant> {
+    Ok(Json(s.core.acquire(req).await?))
+}
+
+/// Renew: extend the lease to `ttl_ms` from now, if you hold it at
+/// `revision`; the reply carries the new fence.
+#[utoipa::path(post, path = "/v1/leases/{key}/renew", tag = "leases",
+    params(("key" = LeaseKey, Path, description = "The lease key")),
+    request_body(content = RenewRequest, content_type = "application/json"),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The renewed lease", body = Grant),
+        (status = 400, description = "`invalid`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 409, description = "`lost`: stop acting as owner", body = ErrorBody),
+        (status = 413, description = "`body_too_large`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    ))]
+pub async fn renew(
+    State(s): State<AppState>,
+    LeaseJson(req): LeaseJson<RenewRequest>,
+) -> Reply<Grant> {
+    Ok(Json(s.core.renew(req).await?))
+}
+
+/// Release: free the key under the same fence check as renew.
+#[utoipa::path(post, path = "/v1/leases/{key}/release", tag = "leases",
+    params(("key" = LeaseKey, Path, description = "The lease key")),
+    request_body(content = ReleaseRequest, content_type = "application/json"),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Released; `revision` is the release write's fence", body = Released),
+        (status = 400, description = "`invalid`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 409, description = "`lost`", body = ErrorBody),
+        (status = 413, description = "`body_too_large`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    ))]
+pub async fn release(
+    State(s): State<AppState>,
+    LeaseJson(req): LeaseJson<ReleaseRequest>,
+) -> Reply<Released> {
+    Ok(Json(s.core.release(req).await?))
+}
+
+/// Owner: who holds the key, read through the stream leader.
+#[utoipa::path(get, path = "/v1/leases/{key}", tag = "leases",
+    params(("key" = LeaseKey, Path, description = "The lease key")),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The lease, or `{\"held\": false, \"key\"}`", body = Owner),
+        (status = 400, description = "`invalid`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    ))]
+pub async fn owner(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Owner> {
+    let req = from_fields([("key", Value::from(key))])?;
+    Ok(Json(s.core.owner(req).await?))
+}
+
+/// Revoke: free a stuck lease whoever holds it, with a new, higher fence,
+/// so the holder's fence is stale everywhere; a `released` event names the
+/// holder. An operator's action: it needs the write token.
+#[utoipa::path(delete, path = "/v1/leases/{key}", tag = "leases",
+    params(("key" = LeaseKey, Path, description = "The lease key")),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Revoked; `holder` is the holder it was taken from, `revision` the new fence", body = Released),
+        (status = 400, description = "`invalid`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`not_held`: nobody holds the key", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    ))]
+pub async fn revoke(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Released> {
+    let req = from_fields([("key", Value::from(key))])?;
+    Ok(Json(s.core.revoke(req).await?))
+}
+
+/// List: every held lease, ordered by key, each read through the stream
+/// leader.
+#[utoipa::path(get, path = "/v1/leases", tag = "leases",
+    params(ListRequest),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "Every held lease", body = LeaseList),
+        (status = 400, description = "`invalid`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    ))]
+pub async fn list(
+    State(s): State<AppState>,
+    QueryOf(req): QueryOf<ListRequest>,
+) -> Reply<LeaseList> {
+    Ok(Json(s.core.list(req).await?))
+}

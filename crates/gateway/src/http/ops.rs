@@ -1,0 +1,67 @@
+//! Endpoints for operators: liveness, readiness and Prometheus metrics.
+//! They need no token, so probes and scrapers work without one.
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::ApiError;
+use crate::core::{ErrorBody, LeaseError};
+use crate::metrics;
+
+/// `/healthz`, `/readyz` and `/metrics`.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(render_metrics))
+}
+
+/// Liveness: the process is up and serving HTTP.
+#[utoipa::path(get, path = "/healthz", tag = "ops",
+    responses((status = 200, description = "`{\"status\": \"ok\"}`", body = Object)))]
+pub async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// Readiness: NATS is connected and the bucket can serve; else 503 naming
+/// why (`unavailable`, or `unsupported` on a server older than 2.11).
+#[utoipa::path(get, path = "/readyz", tag = "ops",
+    responses(
+        (status = 200, description = "`{\"status\": \"ready\"}`", body = Object),
+        (status = 503, description = "`unavailable` or `unsupported`", body = ErrorBody),
+    ))]
+pub async fn readyz(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    if s.client.connection_state() != async_nats::connection::State::Connected {
+        return Err(LeaseError::Unavailable("not connected to NATS".into()).into());
+    }
+    if !*s.serving.borrow() {
+        return Err(
+            LeaseError::Unavailable("the lease subjects are not subscribed yet".into()).into(),
+        );
+    }
+    s.core.ready().map_err(|err| match err {
+        // Readiness is a 503 whatever the reason; the kind says which.
+        LeaseError::Unsupported { .. } => ApiError::with_status(503, err),
+        other => other.into(),
+    })?;
+    Ok(Json(json!({"status": "ready"})))
+}
+
+/// Prometheus metrics: requests by front, op and kind, latency histograms,
+/// forward attempts, event-stream clients, NATS connection state.
+#[utoipa::path(get, path = "/metrics", tag = "ops",
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String)))]
+pub async fn render_metrics(State(s): State<AppState>) -> impl IntoResponse {
+    metrics::nats_connected(
+        s.client.connection_state() == async_nats::connection::State::Connected,
+    );
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        s.metrics.render(),
+    )
+}

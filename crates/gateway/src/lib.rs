@@ -1,0 +1,318 @@
+//! `dagnats-leases`: the gateway. Replicas of a service elect a leader or
+//! split shard ownership with a key that one holder owns for a bounded
+//! time, kept in a JetStream KV bucket whose server enforces the TTL.
+//!
+//! # Layout
+//!
+//! - `core`: the lease operations of the seed and the one error type that
+//!   owns every wire `kind` ([`dagnats_leases_wire::Kind`] has the table).
+//!   It reaches the bucket and the owner hop only through `store` and
+//!   `owner_hop`, and knows nothing of the fronts.
+//! - `store`: the `leases` bucket: provisioning, compare-and-set writes,
+//!   reads through the stream leader, and whether it can serve right now.
+//! - `owner_hop`: forward's one NATS request to the holder's inbox; the
+//!   retry rule around it lives in the core.
+//! - `events`: the one change-event subscription per gateway, each change
+//!   handed to the event-stream clients whose filter wants it.
+//! - `nats`: the NATS front, `api.leases.*` in queue group `dagnats-leases`;
+//!   it decodes, calls the core, encodes.
+//! - `http`: the HTTP front over the same core: REST, forward, Server-Sent
+//!   Events, docs, health, readiness, metrics and the dashboard.
+//! - `metrics`, `telemetry`, [`config`]: counters, logs and settings.
+//! - [`cli`]: the ops commands (acquire, owner, watch, hold, ...), on the
+//!   holder library `dagnats-leases-client`.
+//!
+//! Wire types live in `dagnats-leases-wire`. [`start`] wires the parts
+//! together and returns a [`Running`] gateway; `main.rs` only parses the
+//! command line.
+
+pub mod cli;
+pub mod config;
+mod core;
+mod events;
+mod http;
+mod metrics;
+mod nats;
+mod owner_hop;
+mod store;
+mod telemetry;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use config::Config;
+use core::LeaseCore;
+pub use telemetry::init as init_logs;
+/// How long one JetStream request may take before the call answers
+/// `unavailable`; below a client's usual 5 s request timeout, so callers
+/// hear why rather than time out.
+const STORE_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}
+
+/// How long shutdown waits on NATS (unsubscribe, flush, drain).
+const NATS_GRACE: Duration = Duration::from_secs(5);
+
+/// Why the gateway stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("invalid settings: {0}")]
+    Settings(String),
+    #[error(transparent)]
+    Refused(#[from] store::Refusal),
+    #[error("NATS: {0}")]
+    Nats(String),
+}
+
+/// A gateway that is running: where it listens, whether it serves yet, and
+/// how to stop it.
+pub struct Running {
+    http_addr: SocketAddr,
+    serving: watch::Receiver<bool>,
+    core: LeaseCore,
+    stop: CancellationToken,
+    done: JoinHandle<Result<(), RunError>>,
+}
+
+impl Running {
+    /// The address the HTTP API is bound to (the port `:0` picked).
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http_addr
+    }
+
+    /// Whether lease calls are answered now: the lease subjects are
+    /// subscribed and the bucket is ready. `Err` names why not, as
+    /// `/readyz` does.
+    pub fn readiness(&self) -> Result<(), String> {
+        if !*self.serving.borrow() {
+            return Err("the lease subjects are not subscribed yet".into());
+        }
+        self.core.ready().map_err(|err| err.to_string())
+    }
+
+    /// Waits until the lease subjects are subscribed (the bucket may still
+    /// be unavailable or unsupported: calls are answered either way).
+    pub async fn serving(&self) {
+        let mut serving = self.serving.clone();
+        let _ = serving.wait_for(|serving| *serving).await;
+    }
+
+    /// Stops taking requests, finishes the ones in flight, drains NATS.
+    pub async fn stop(self) -> Result<(), RunError> {
+        self.stop.cancel();
+        self.stopped().await
+    }
+
+    /// Waits until the gateway stops: after [`stop`](Self::stop), or on its
+    /// own when the bucket turns out to be one it must not run on.
+    pub async fn stopped(self) -> Result<(), RunError> {
+        self.done.await.unwrap_or_else(|panic| {
+            Err(RunError::Nats(format!("the gateway task failed: {panic}")))
+        })
+    }
+}
+
+/// Runs the gateway until `shutdown` completes (see [`start`]).
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
+    let running = start(config).await?;
+    let stop = running.stop.clone();
+    tokio::select! {
+        () = shutdown => running.stop().await,
+        () = stop.cancelled() => running.stopped().await,
+    }
+}
+
+/// Starts the gateway: binds HTTP, connects to NATS, provisions the bucket
+/// in the background and answers the lease subjects and the HTTP API until
+/// [`Running::stop`]; then it stops taking requests, finishes the ones in
+/// flight and drains the NATS connection.
+///
+/// It starts even when NATS or JetStream is down (calls answer
+/// `unavailable` until it is back) and fails only for settings it cannot
+/// use; an existing bucket it must not touch stops it later, with the
+/// reason ([`Running::stopped`]).
+pub async fn start(config: Config) -> Result<Running, RunError> {
+    let options = config
+        .nats
+        .connect_options()
+        .await
+        .map_err(RunError::Settings)?;
+    let http_settings = config.http().map_err(RunError::Settings)?;
+    let listener = tokio::net::TcpListener::bind(config.http_addr)
+        .await
+        .map_err(|err| {
+            RunError::Settings(format!("DAGNATS_HTTP_ADDR {}: {err}", config.http_addr))
+        })?;
+    let http_addr = listener
+        .local_addr()
+        .map_err(|err| RunError::Settings(format!("DAGNATS_HTTP_ADDR: {err}")))?;
+    let options = options
+        .retry_on_initial_connect()
+        .max_reconnects(None)
+        .event_callback(|event| async move {
+            match event {
+                async_nats::Event::Connected => {
+                    metrics::nats_connected(true);
+                    tracing::info!("connected to NATS")
+                }
+                async_nats::Event::Disconnected => {
+                    metrics::nats_connected(false);
+                    tracing::warn!("disconnected from NATS")
+                }
+                other => tracing::info!(event = %other, "NATS connection event"),
+            }
+        });
+    let client = options
+        .connect(config.nats.servers())
+        .await
+        .map_err(|err| RunError::Nats(err.to_string()))?;
+
+    let stop = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    let (store, provisioner) = store::store(client.clone(), config.bucket(), STORE_TIMEOUT);
+    let core = LeaseCore::new(store, owner_hop::OwnerInbox::new(client.clone()));
+    let mut provisioning = tokio::spawn(store::keep_provisioned(provisioner, stop.child_token()));
+
+    let events = events::Events::new(http_settings.sse_buffer);
+    let relay = tokio::spawn({
+        let (client, events, core, stop) =
+            (client.clone(), events.clone(), core.clone(), stop.clone());
+        async move {
+            // Subscribing waits for NATS; stopping must not.
+            let subscribed = tokio::select! {
+                () = stop.cancelled() => return,
+                subscribed = events::subscribe(&client) => subscribed,
+            };
+            match subscribed {
+                Ok(sub) => events::relay(sub, events, core, stop).await,
+                Err(err) => tracing::error!(%err, "could not subscribe to the change events"),
+            }
+        }
+    });
+    let (serving_tx, serving) = watch::channel(false);
+    let state = http::AppState {
+        serving: serving.clone(),
+        core: core.clone(),
+        client: client.clone(),
+        events,
+        tokens: http::auth::Tokens {
+            write: http_settings.write_token.clone(),
+            read: http_settings.read_token.clone(),
+        },
+        metrics: metrics::handle(),
+        heartbeat: http_settings.heartbeat,
+        stop: stop.clone(),
+    };
+    let app = http::app(state, &http_settings);
+    tracing::info!("HTTP listening on {http_addr}");
+    let http_server = tokio::spawn(http::serve(listener, app, stop.clone()));
+
+    let front = tokio::spawn({
+        let (client, core, tasks, stop) =
+            (client.clone(), core.clone(), tasks.clone(), stop.clone());
+        async move {
+            match nats::subscribe(&client).await {
+                Ok(subs) => {
+                    tracing::info!("serving lease requests on api.leases.*");
+                    serving_tx.send_replace(true);
+                    nats::serve(client, core, subs, tasks, stop).await;
+                }
+                Err(err) => tracing::error!(%err, "could not subscribe to the lease subjects"),
+            }
+        }
+    });
+
+    let done = tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            let outcome = tokio::select! {
+                () = stop.cancelled() => Ok(()),
+                refused = &mut provisioning => match refused {
+                    Ok(Err(refusal)) => Err(RunError::from(refusal)),
+                    Ok(Ok(())) => Ok(()),
+                    Err(panic) => Err(RunError::Nats(format!("provisioning task failed: {panic}"))),
+                },
+            };
+            shut_down(Parts {
+                stop,
+                front,
+                http_server,
+                relay,
+                tasks,
+                provisioning,
+                client,
+            })
+            .await;
+            outcome
+        }
+    });
+    Ok(Running {
+        http_addr,
+        serving,
+        core,
+        stop,
+        done,
+    })
+}
+
+/// The tasks and connection of a running gateway, for [`shut_down`].
+struct Parts {
+    stop: CancellationToken,
+    front: JoinHandle<()>,
+    http_server: JoinHandle<()>,
+    relay: JoinHandle<()>,
+    tasks: TaskTracker,
+    provisioning: JoinHandle<Result<(), store::Refusal>>,
+    client: async_nats::Client,
+}
+
+/// Stops taking requests, finishes the ones in flight, drains NATS.
+async fn shut_down(parts: Parts) {
+    let Parts {
+        stop,
+        front,
+        http_server,
+        relay,
+        tasks,
+        provisioning,
+        client,
+    } = parts;
+    tracing::info!("shutting down: no new requests, finishing the ones in flight");
+    stop.cancel();
+    // Draining the subscriptions needs the server's answer; while NATS is
+    // unreachable there is nothing to drain, so do not wait forever.
+    if tokio::time::timeout(NATS_GRACE, front).await.is_err() {
+        tracing::warn!("NATS did not confirm the unsubscribe in time");
+    }
+    // HTTP stops taking requests and finishes the ones in flight; event
+    // streams end at `stop`.
+    let _ = http_server.await;
+    let _ = relay.await;
+    // In-flight calls end on their own timeouts (store and forward).
+    tasks.close();
+    tasks.wait().await;
+    provisioning.abort();
+    let flushed = tokio::time::timeout(NATS_GRACE, client.flush()).await;
+    if !matches!(flushed, Ok(Ok(()))) {
+        tracing::warn!("could not flush the last replies");
+    }
+    let drained = tokio::time::timeout(NATS_GRACE, client.drain()).await;
+    if !matches!(drained, Ok(Ok(()))) {
+        tracing::warn!("could not drain the NATS connection");
+    }
+    tracing::info!("stopped");
+}

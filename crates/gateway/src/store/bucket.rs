@@ -1,0 +1,464 @@
+//! Reads and compare-and-set writes on the `leases` bucket.
+//!
+//! Every read is `STREAM.MSG.GET` with `last_by_subj`, which only the stream
+//! leader answers; every write is a JetStream publish that expects the
+//! key's last sequence. Server answers are translated into [`StoreError`]
+//! here and nowhere else.
+//!
+//! A leader that a partition cut off from its peers keeps believing it
+//! leads, and answering reads, until it notices it lost its quorum (10 to
+//! 20 s on nats-server 2.15), while the others elect a new leader after 4
+//! to 9 s and take writes: reads through it can be stale. nats-server has
+//! no read fence (`min_last_seq` was removed before 2.12 shipped; see
+//! docs/operations.md), so on a replicated bucket every read is confirmed
+//! by a write only the real leader can commit: a publish to
+//! [`READ_BARRIER_SUBJECT`] that expects the key's last sequence to be the
+//! one read. It is checked in the replicated log's order, so when it is
+//! acknowledged the value read was the key's current one at that point.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::connection::State;
+use async_nats::{Client, HeaderMap, HeaderName, RequestErrorKind};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use bytes::Bytes;
+use dagnats_leases_wire::names::{
+    HEADER_EVENT, HEADER_EXPECTED_SEQ, HEADER_EXPECTED_SEQ_SUBJECT, HEADER_KV_OPERATION,
+    HEADER_ROLLUP, HEADER_TTL, READ_BARRIER_SUBJECT, RECORD_SUBJECTS, STREAM, key_subject,
+};
+use dagnats_leases_wire::record::{Entry, WriteEvent, decode_entry};
+use dagnats_leases_wire::timefmt;
+use serde::Deserialize;
+
+/// JetStream error codes this adapter gives a meaning to.
+const ERR_WRONG_LAST_SEQUENCE: u64 = 10071;
+/// The same refusal from a replicated stream while an earlier write to the
+/// key is still in flight: the write did not land.
+const ERR_WRONG_LAST_SEQUENCE_IN_FLIGHT: u64 = 10164;
+const ERR_NO_MESSAGE_FOUND: u64 = 10037;
+const ERR_STREAM_NOT_FOUND: u64 = 10059;
+
+/// How many times a read is taken again when the key changed before its
+/// barrier landed.
+const CONFIRM_ROUNDS: usize = 4;
+/// How many times a barrier is sent again while another one on the key is
+/// in flight (from another gateway), before the key is read again.
+const BUSY_ROUNDS: u32 = 6;
+
+/// 5, 10, 20, 40, 80 ms and up, plus up to 8 ms of jitter from the clock,
+/// so gateways that collided do not collide again in step.
+fn busy_backoff(attempt: u32) -> Duration {
+    let jitter = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.subsec_nanos() % 8_000_000);
+    Duration::from_millis(5 << attempt.min(4)) + Duration::from_nanos(jitter.into())
+}
+
+/// Confirmed reads of one key in this gateway (see [`Bucket::last`]).
+#[derive(Default)]
+struct KeyReads {
+    /// Confirmed reads started so far.
+    started: AtomicU64,
+    /// The last one's number and outcome; held while one runs.
+    last: tokio::sync::Mutex<Option<(u64, ReadOutcome)>>,
+}
+
+type ReadOutcome = Result<(u64, Option<Entry>), StoreError>;
+
+/// Why a store call failed, in the core's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreError {
+    /// The compare-and-set lost: the key's last sequence was not the one expected.
+    Conflict,
+    /// JetStream cannot serve now (disconnected, no leader, timed out).
+    Unavailable(String),
+    /// The bucket is gone; the provisioner must create it again.
+    BucketMissing,
+    /// A record that does not parse.
+    Corrupt(String),
+    /// An answer this adapter does not understand.
+    Unexpected(String),
+}
+
+/// One write: the record body and the headers that go with it.
+pub struct Write {
+    pub event: WriteEvent,
+    /// Whole seconds: every write carries a TTL, so no record outlives it.
+    pub ttl_secs: u64,
+    pub body: Vec<u8>,
+}
+
+/// A handle on the bucket; cheap to clone.
+#[derive(Clone)]
+pub struct Bucket {
+    client: Client,
+    timeout: Duration,
+    /// Highest revision seen by this gateway: if the bucket must ever be
+    /// created again, its sequence starts above this so fences still grow.
+    highest_seen: Arc<AtomicU64>,
+    /// Whether reads are confirmed by a barrier: only a replicated bucket
+    /// can have a deposed leader still answering.
+    confirm_reads: bool,
+    /// The keys being read with confirmation now (see [`Bucket::last`]).
+    reads: Arc<Mutex<HashMap<String, Arc<KeyReads>>>>,
+}
+
+#[derive(Deserialize)]
+struct ApiError {
+    #[serde(default)]
+    code: u64,
+    #[serde(default)]
+    err_code: u64,
+    #[serde(default)]
+    description: String,
+}
+
+#[derive(Deserialize)]
+struct PubAck {
+    #[serde(default)]
+    seq: u64,
+    error: Option<ApiError>,
+}
+
+#[derive(Deserialize)]
+struct MsgGet {
+    message: Option<StoredMessage>,
+    error: Option<ApiError>,
+}
+
+#[derive(Deserialize)]
+struct StreamInfo {
+    error: Option<ApiError>,
+    state: Option<StreamState>,
+    /// Subjects matching the filter, across all pages.
+    #[serde(default)]
+    total: u64,
+}
+
+#[derive(Deserialize)]
+struct StreamState {
+    #[serde(default)]
+    subjects: HashMap<String, u64>,
+}
+
+#[derive(Deserialize)]
+struct StoredMessage {
+    seq: u64,
+    #[serde(default)]
+    hdrs: Option<String>,
+    #[serde(default)]
+    data: Option<String>,
+    time: String,
+}
+
+impl Bucket {
+    pub(crate) fn new(
+        client: Client,
+        timeout: Duration,
+        highest_seen: Arc<AtomicU64>,
+        confirm_reads: bool,
+    ) -> Self {
+        Bucket {
+            client,
+            timeout,
+            highest_seen,
+            confirm_reads,
+            reads: Arc::default(),
+        }
+    }
+
+    /// The last message of `key`, read through the stream leader and, on a
+    /// replicated bucket, confirmed current by a barrier.
+    ///
+    /// Barriers on one key cannot be in flight together (the server
+    /// refuses the second, 10164), so within this gateway one confirmed
+    /// read of a key runs at a time, and the reads that arrived while it
+    /// ran share the next one: it starts after they arrived and its barrier
+    /// lands before they answer, so its answer is current for each of them.
+    pub async fn last(&self, key: &str) -> Result<Option<Entry>, StoreError> {
+        if !self.confirm_reads {
+            return self.read(key).await.map(|(_, entry)| entry);
+        }
+        let reads = self
+            .reads
+            .lock()
+            .expect("reads lock")
+            .entry(key.to_string())
+            .or_default()
+            .clone();
+        let arrived = reads.started.load(Ordering::SeqCst);
+        let outcome = {
+            let mut last = reads.last.lock().await;
+            match &*last {
+                Some((cycle, outcome)) if *cycle > arrived => outcome.clone(),
+                _ => {
+                    let cycle = reads.started.fetch_add(1, Ordering::SeqCst) + 1;
+                    let outcome = self.confirmed_read(key).await;
+                    *last = Some((cycle, outcome.clone()));
+                    outcome
+                }
+            }
+        };
+        let mut map = self.reads.lock().expect("reads lock");
+        // Held by the map and this call only: nobody else reads `key` now.
+        if Arc::strong_count(&reads) == 2 {
+            map.remove(key);
+        }
+        outcome.map(|(_, entry)| entry)
+    }
+
+    /// A read followed by its barrier, read again if the key changed.
+    async fn confirmed_read(&self, key: &str) -> Result<(u64, Option<Entry>), StoreError> {
+        for _ in 0..CONFIRM_ROUNDS {
+            let read = self.read(key).await?;
+            if self.confirm(key, read.0).await? {
+                return Ok(read);
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "{key} kept changing while it was read"
+        )))
+    }
+
+    /// Whether `key`'s last sequence is still `seq` (0: no message), proved
+    /// by a write only the current stream leader can commit.
+    async fn confirm(&self, key: &str, seq: u64) -> Result<bool, StoreError> {
+        const EXPECTED_SEQ: HeaderName = HeaderName::from_static(HEADER_EXPECTED_SEQ);
+        const EXPECTED_SEQ_SUBJECT: HeaderName =
+            HeaderName::from_static(HEADER_EXPECTED_SEQ_SUBJECT);
+        for attempt in 0..BUSY_ROUNDS {
+            let mut headers = HeaderMap::new();
+            headers.insert(EXPECTED_SEQ, seq.to_string().as_str());
+            headers.insert(EXPECTED_SEQ_SUBJECT, key_subject(key).as_str());
+            let reply = self
+                .request(READ_BARRIER_SUBJECT.into(), headers, Bytes::new())
+                .await
+                // A node that stopped leading no longer listens: no leader here.
+                .map_err(|err| err.or_missing(StoreError::Unavailable(NO_LEADER.into())))?;
+            let ack: PubAck = serde_json::from_slice(&reply)
+                .map_err(|err| StoreError::Unexpected(format!("barrier ack: {err}")))?;
+            match ack.error {
+                None => {
+                    self.saw(ack.seq);
+                    return Ok(true);
+                }
+                Some(err) if err.err_code == ERR_WRONG_LAST_SEQUENCE => return Ok(false),
+                // Another barrier or write on the key is in flight; it
+                // lands in a moment, so ask again shortly.
+                Some(err) if err.err_code == ERR_WRONG_LAST_SEQUENCE_IN_FLIGHT => {
+                    tokio::time::sleep(busy_backoff(attempt)).await;
+                }
+                Some(err) => return Err(api_error(err)),
+            }
+        }
+        Ok(false)
+    }
+
+    /// The last message of `key` and its sequence (0 when there is none),
+    /// as the node that answers `STREAM.MSG.GET` sees it.
+    async fn read(&self, key: &str) -> Result<(u64, Option<Entry>), StoreError> {
+        let subject = format!("$JS.API.STREAM.MSG.GET.{STREAM}");
+        let body = serde_json::to_vec(&serde_json::json!({ "last_by_subj": key_subject(key) }))
+            .expect("a JSON object serializes");
+        let reply = self
+            .request(subject, HeaderMap::new(), body.into())
+            .await
+            .map_err(|err| err.or_missing(StoreError::Unavailable(NO_JETSTREAM.into())))?;
+        let answer: MsgGet = serde_json::from_slice(&reply)
+            .map_err(|err| StoreError::Unexpected(format!("message get reply: {err}")))?;
+        if let Some(err) = answer.error {
+            return match err.err_code {
+                ERR_NO_MESSAGE_FOUND => Ok((0, None)),
+                _ => Err(api_error(err)),
+            };
+        }
+        let msg = answer
+            .message
+            .ok_or_else(|| StoreError::Unexpected("message get reply has no message".into()))?;
+        self.saw(msg.seq);
+        let decode = |field: Option<String>| {
+            STANDARD
+                .decode(field.unwrap_or_default())
+                .map_err(|err| StoreError::Corrupt(format!("message {}: {err}", msg.seq)))
+        };
+        let hdrs = decode(msg.hdrs)?;
+        let data = decode(msg.data)?;
+        let stored_at = timefmt::parse(&msg.time)
+            .map_err(|err| StoreError::Unexpected(format!("message time {:?}: {err}", msg.time)))?;
+        let headers = parse_headers(&hdrs);
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| *v)
+        };
+        decode_entry(msg.seq, stored_at, header, &data)
+            .map(|entry| (msg.seq, Some(entry)))
+            .map_err(StoreError::Corrupt)
+    }
+
+    /// Every key that has a message in the bucket (held, released or
+    /// expired), from the stream leader's `STREAM.INFO`, page by page.
+    pub async fn keys(&self) -> Result<Vec<String>, StoreError> {
+        let subject = format!("$JS.API.STREAM.INFO.{STREAM}");
+        let prefix = key_subject("");
+        let mut keys = Vec::new();
+        loop {
+            let body = serde_json::to_vec(&serde_json::json!({
+                "subjects_filter": RECORD_SUBJECTS,
+                "offset": keys.len(),
+            }))
+            .expect("a JSON object serializes");
+            let reply = self
+                .request(subject.clone(), HeaderMap::new(), body.into())
+                .await
+                .map_err(|err| err.or_missing(StoreError::Unavailable(NO_JETSTREAM.into())))?;
+            let info: StreamInfo = serde_json::from_slice(&reply)
+                .map_err(|err| StoreError::Unexpected(format!("stream info reply: {err}")))?;
+            if let Some(err) = info.error {
+                return Err(api_error(err));
+            }
+            let page = info.state.map(|s| s.subjects).unwrap_or_default();
+            let got = page.len();
+            keys.extend(
+                page.into_keys()
+                    .filter_map(|subject| subject.strip_prefix(&prefix).map(str::to_string)),
+            );
+            if got == 0 || keys.len() as u64 >= info.total {
+                return Ok(keys);
+            }
+        }
+    }
+
+    /// Writes `write` to `key` if the key's last sequence is `expected`
+    /// (0: the key has no message), and returns the new revision.
+    pub async fn write(&self, key: &str, expected: u64, write: Write) -> Result<u64, StoreError> {
+        // Names made once: parsing a name on every write was a few
+        // percent of a renew (callgrind).
+        const EXPECTED_SEQ: HeaderName = HeaderName::from_static(HEADER_EXPECTED_SEQ);
+        const TTL: HeaderName = HeaderName::from_static(HEADER_TTL);
+        const EVENT: HeaderName = HeaderName::from_static(HEADER_EVENT);
+        const KV_OPERATION: HeaderName = HeaderName::from_static(HEADER_KV_OPERATION);
+        const ROLLUP: HeaderName = HeaderName::from_static(HEADER_ROLLUP);
+        let mut headers = HeaderMap::new();
+        headers.insert(EXPECTED_SEQ, expected.to_string());
+        headers.insert(TTL, format!("{}s", write.ttl_secs));
+        headers.insert(EVENT, write.event.as_str());
+        if write.event == WriteEvent::Released {
+            // A purge with a TTL expires without leaving an expiry marker
+            // (a delete would leave one).
+            headers.insert(KV_OPERATION, "PURGE");
+            headers.insert(ROLLUP, "sub");
+        }
+        let reply = self
+            .request(key_subject(key), headers, write.body.into())
+            .await
+            // Nothing listens on the key subject: no stream captures it.
+            .map_err(|err| err.or_missing(StoreError::BucketMissing))?;
+        self.acknowledged(&reply)
+    }
+
+    /// The sequence a publish landed at, or why it did not land.
+    fn acknowledged(&self, reply: &[u8]) -> Result<u64, StoreError> {
+        let ack: PubAck = serde_json::from_slice(reply)
+            .map_err(|err| StoreError::Unexpected(format!("publish ack: {err}")))?;
+        if let Some(err) = ack.error {
+            return Err(match err.err_code {
+                ERR_WRONG_LAST_SEQUENCE | ERR_WRONG_LAST_SEQUENCE_IN_FLIGHT => StoreError::Conflict,
+                _ => api_error(err),
+            });
+        }
+        self.saw(ack.seq);
+        Ok(ack.seq)
+    }
+
+    fn saw(&self, seq: u64) {
+        self.highest_seen.fetch_max(seq, Ordering::Relaxed);
+    }
+
+    async fn request(
+        &self,
+        subject: String,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Bytes, RequestFailure> {
+        if self.client.connection_state() != State::Connected {
+            return Err(RequestFailure::Failed("not connected to NATS".into()));
+        }
+        let call = self.client.request_with_headers(subject, headers, body);
+        match tokio::time::timeout(self.timeout, call).await {
+            Err(_) => Err(RequestFailure::Failed(format!(
+                "JetStream did not answer within {} ms",
+                self.timeout.as_millis()
+            ))),
+            Ok(Err(err)) => Err(match err.kind() {
+                RequestErrorKind::NoResponders => RequestFailure::NoResponders,
+                RequestErrorKind::TimedOut => {
+                    RequestFailure::Failed("JetStream request timed out".into())
+                }
+                _ => RequestFailure::Failed(format!("NATS request: {err}")),
+            }),
+            Ok(Ok(msg)) => Ok(msg.payload),
+        }
+    }
+}
+
+const NO_JETSTREAM: &str = "JetStream is not enabled or not reachable";
+const NO_LEADER: &str = "no stream leader reachable";
+
+/// A request that got no usable answer. What "no responders" means depends
+/// on the subject, so the caller decides.
+enum RequestFailure {
+    NoResponders,
+    Failed(String),
+}
+
+impl RequestFailure {
+    fn or_missing(self, no_responders: StoreError) -> StoreError {
+        match self {
+            RequestFailure::NoResponders => no_responders,
+            RequestFailure::Failed(reason) => StoreError::Unavailable(reason),
+        }
+    }
+}
+
+fn api_error(err: ApiError) -> StoreError {
+    if err.err_code == ERR_STREAM_NOT_FOUND {
+        StoreError::BucketMissing
+    } else if err.code == 503 {
+        StoreError::Unavailable(format!("JetStream: {}", err.description))
+    } else {
+        StoreError::Unexpected(format!(
+            "JetStream error {} ({}): {}",
+            err.err_code, err.code, err.description
+        ))
+    }
+}
+
+/// Parses a NATS header block (`NATS/1.0\r\nName: value\r\n...`).
+fn parse_headers(block: &[u8]) -> Vec<(&str, &str)> {
+    let text = std::str::from_utf8(block).unwrap_or_default();
+    text.split("\r\n")
+        .skip(1)
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim(), value.trim()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_headers;
+
+    #[test]
+    fn parses_a_header_block() {
+        let block = b"NATS/1.0\r\nDagnats-Lease-Event: renewed\r\nNats-TTL: 2s\r\n\r\n";
+        assert_eq!(
+            parse_headers(block),
+            vec![("Dagnats-Lease-Event", "renewed"), ("Nats-TTL", "2s")]
+        );
+    }
+}

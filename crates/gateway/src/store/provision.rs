@@ -1,0 +1,266 @@
+//! Creates the `leases` bucket, or brings an existing one to the settings
+//! the gateway relies on (contract.md section 1).
+//!
+//! It never deletes or recreates a stream: the fence is the stream sequence,
+//! and a new stream would start it again. What cannot be updated in place is
+//! a refusal, and the gateway stops with the reason.
+
+use std::time::Duration;
+
+use async_nats::Client;
+use serde_json::{Value, json};
+
+use dagnats_leases_wire::names::{BUCKET, CHANGED_PREFIX, KEY_SUBJECTS, STREAM};
+
+const ERR_STREAM_NOT_FOUND: u64 = 10059;
+const ERR_STREAM_NAME_IN_USE: u64 = 10058;
+
+/// First server version with per-message TTL.
+pub const MIN_SERVER_VERSION: (u64, u64) = (2, 11);
+
+/// What the bucket must look like.
+#[derive(Debug, Clone)]
+pub struct BucketSettings {
+    /// Replicas for a new bucket; `Some` also scales an existing one.
+    pub replicas: Option<usize>,
+    /// How long the server keeps the marker it writes when a lease expires.
+    pub marker_ttl: Duration,
+}
+
+/// Where provisioning got to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Provisioned {
+    /// The bucket exists with the settings leases need, at `replicas`.
+    Ready { replicas: u64 },
+    /// The server is older than 2.11: no bucket is created.
+    Unsupported { server_version: String },
+    /// JetStream cannot be reached; try again later.
+    Unavailable(String),
+}
+
+/// An existing bucket the gateway must not run on; the sentence says why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("refusing to use the existing {STREAM} stream: {0}")]
+pub struct Refusal(pub String);
+
+/// Parses `major.minor` from a server version such as `2.11.3-beta`.
+pub fn parse_version(version: &str) -> Option<(u64, u64)> {
+    let mut parts = version.trim_start_matches('v').split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts
+        .next()?
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    Some((major, minor))
+}
+
+/// The stream settings leases rely on, merged over `base` (an existing
+/// config, or an empty object for a new bucket).
+fn required_config(mut base: Value, settings: &BucketSettings, first_seq: u64) -> Value {
+    let creating = base.get("name").is_none();
+    let fields = json!({
+        "name": STREAM,
+        "subjects": [KEY_SUBJECTS],
+        "max_msgs_per_subject": 1,
+        "max_age": 0,
+        "allow_rollup_hdrs": true,
+        "allow_direct": false,
+        "allow_msg_ttl": true,
+        "subject_delete_marker_ttl": settings.marker_ttl.as_nanos() as u64,
+        "republish": {
+            "src": format!("$KV.{BUCKET}.*"),
+            "dest": format!("{CHANGED_PREFIX}.{{{{wildcard(1)}}}}"),
+        },
+    });
+    let object = base.as_object_mut().expect("stream config is an object");
+    for (name, value) in fields.as_object().expect("literal object") {
+        object.insert(name.clone(), value.clone());
+    }
+    if let Some(replicas) = settings.replicas {
+        object.insert("num_replicas".into(), json!(replicas));
+    }
+    if creating {
+        object.insert("storage".into(), json!("file"));
+        object.insert("discard".into(), json!("new"));
+        object.insert("deny_delete".into(), json!(true));
+        object.insert("num_replicas".into(), json!(settings.replicas.unwrap_or(1)));
+        if first_seq > 1 {
+            object.insert("first_seq".into(), json!(first_seq));
+        }
+    }
+    base
+}
+
+/// Settings of an existing stream that cannot be changed in place.
+fn check_immutable(config: &Value) -> Result<(), Refusal> {
+    let field = |name: &str| config.get(name).cloned().unwrap_or(Value::Null);
+    if field("storage") != json!("file") {
+        return Err(Refusal(format!(
+            "storage is {}, leases need file storage to survive a restart",
+            field("storage")
+        )));
+    }
+    if field("subjects") != json!([KEY_SUBJECTS]) {
+        return Err(Refusal(format!(
+            "subjects are {}, expected [\"{KEY_SUBJECTS}\"]",
+            field("subjects")
+        )));
+    }
+    if !matches!(field("retention").as_str(), None | Some("limits")) {
+        return Err(Refusal(format!(
+            "retention is {}, expected limits",
+            field("retention")
+        )));
+    }
+    if field("sealed") == json!(true) {
+        return Err(Refusal("the stream is sealed".into()));
+    }
+    if !field("mirror").is_null() {
+        return Err(Refusal("the stream is a mirror".into()));
+    }
+    Ok(())
+}
+
+async fn api(client: &Client, op: &str, body: Value) -> Result<Value, String> {
+    let subject = format!("$JS.API.{op}");
+    let payload = serde_json::to_vec(&body).expect("JSON serializes");
+    let call = client.request(subject, payload.into());
+    let reply = tokio::time::timeout(Duration::from_secs(5), call)
+        .await
+        .map_err(|_| "JetStream did not answer within 5 s".to_string())?
+        .map_err(|err| match err.kind() {
+            async_nats::RequestErrorKind::NoResponders => {
+                "JetStream is not enabled or not reachable".to_string()
+            }
+            _ => format!("JetStream request failed: {err}"),
+        })?;
+    serde_json::from_slice(&reply.payload).map_err(|err| format!("JetStream reply: {err}"))
+}
+
+fn err_code(reply: &Value) -> Option<u64> {
+    reply
+        .get("error")
+        .map(|e| e["err_code"].as_u64().unwrap_or(0))
+}
+
+fn describe(reply: &Value) -> String {
+    reply["error"]["description"]
+        .as_str()
+        .unwrap_or("unknown error")
+        .to_string()
+}
+
+/// One provisioning pass. `first_seq` is where a new bucket's sequence
+/// starts, so fences keep growing if the bucket had to be created again.
+pub async fn provision(
+    client: &Client,
+    settings: &BucketSettings,
+    first_seq: u64,
+) -> Result<Provisioned, Refusal> {
+    let server_version = client.server_info().version;
+    match parse_version(&server_version) {
+        Some(version) if version >= MIN_SERVER_VERSION => {}
+        _ => return Ok(Provisioned::Unsupported { server_version }),
+    }
+    let unavailable = |reason: String| Ok(Provisioned::Unavailable(reason));
+    // Two passes: a stream created by another gateway between our info and
+    // create calls is read and checked on the second.
+    for _ in 0..2 {
+        let info = match api(client, &format!("STREAM.INFO.{STREAM}"), json!({})).await {
+            Ok(info) => info,
+            Err(reason) => return unavailable(reason),
+        };
+        match err_code(&info) {
+            None => return update(client, settings, info["config"].clone()).await,
+            Some(ERR_STREAM_NOT_FOUND) => {}
+            Some(_) => return unavailable(describe(&info)),
+        }
+        let config = required_config(json!({}), settings, first_seq);
+        let replicas = replicas(&config);
+        let created = match api(client, &format!("STREAM.CREATE.{STREAM}"), config).await {
+            Ok(created) => created,
+            Err(reason) => return unavailable(reason),
+        };
+        match err_code(&created) {
+            None => {
+                tracing::info!(stream = STREAM, "created the leases bucket");
+                return Ok(Provisioned::Ready { replicas });
+            }
+            Some(ERR_STREAM_NAME_IN_USE) => continue,
+            Some(_) => return unavailable(format!("creating {STREAM}: {}", describe(&created))),
+        }
+    }
+    unavailable(format!("{STREAM} keeps changing under provisioning"))
+}
+
+async fn update(
+    client: &Client,
+    settings: &BucketSettings,
+    existing: Value,
+) -> Result<Provisioned, Refusal> {
+    check_immutable(&existing)?;
+    let wanted = required_config(existing.clone(), settings, 0);
+    let ready = Provisioned::Ready {
+        replicas: replicas(&wanted),
+    };
+    if wanted == existing {
+        return Ok(ready);
+    }
+    let reply = match api(client, &format!("STREAM.UPDATE.{STREAM}"), wanted).await {
+        Ok(reply) => reply,
+        Err(reason) => return Ok(Provisioned::Unavailable(reason)),
+    };
+    if err_code(&reply).is_some() {
+        return Err(Refusal(format!(
+            "it lacks settings leases need and the server would not update it: {}",
+            describe(&reply)
+        )));
+    }
+    tracing::info!(
+        stream = STREAM,
+        "updated the leases bucket to the settings leases need"
+    );
+    Ok(ready)
+}
+
+/// A stream config's replicas (the server's default, 1, when absent).
+fn replicas(config: &Value) -> u64 {
+    config["num_replicas"].as_u64().unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_server_versions() {
+        assert_eq!(parse_version("2.9.10"), Some((2, 9)));
+        assert_eq!(parse_version("2.11.0-RC.1"), Some((2, 11)));
+        assert_eq!(parse_version("v2.15.1"), Some((2, 15)));
+        assert_eq!(parse_version("junk"), None);
+    }
+
+    #[test]
+    fn a_memory_stream_is_refused() {
+        let config = json!({"storage": "memory", "subjects": [KEY_SUBJECTS]});
+        let err = check_immutable(&config).unwrap_err();
+        assert!(err.to_string().contains("file storage"), "{err}");
+    }
+
+    #[test]
+    fn an_up_to_date_config_needs_no_update() {
+        let settings = BucketSettings {
+            replicas: None,
+            marker_ttl: Duration::from_secs(5),
+        };
+        let created = required_config(json!({}), &settings, 0);
+        assert_eq!(required_config(created.clone(), &settings, 0), created);
+        assert_eq!(created["num_replicas"], json!(1));
+        assert_eq!(
+            created["republish"]["dest"],
+            json!("dagnats.lease.changed.{{wildcard(1)}}")
+        );
+    }
+}

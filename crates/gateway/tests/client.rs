@@ -1,0 +1,272 @@
+//! The Rust holder side against a real gateway: typed calls, the keeper,
+//! the owner inbox.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{NatsServer, Setup, eventually};
+use dagnats_leases_client::wire::reply::Owner;
+use dagnats_leases_client::{
+    ClientError, KeeperOptions, Kind, LeaseClient, LeaseKeeper, Ownership, serve_inbox,
+};
+use serde_json::json;
+use tokio::time::Instant;
+
+fn keeper(client: &LeaseClient, key: &str, holder: &str, ttl_s: u64, wait: bool) -> LeaseKeeper {
+    LeaseKeeper::start(
+        client.clone(),
+        KeeperOptions {
+            key: key.into(),
+            holder: holder.into(),
+            ttl: Duration::from_secs(ttl_s),
+            wait,
+        },
+    )
+}
+
+async fn until_owner(keeper: &LeaseKeeper) -> (u64, u64, Instant) {
+    let mut watch = keeper.watch();
+    let owner = tokio::time::timeout(
+        Duration::from_secs(15),
+        watch.wait_for(|o| matches!(o, Ownership::Owner { .. })),
+    )
+    .await
+    .expect("owner within 15 s")
+    .unwrap()
+    .clone();
+    match owner {
+        Ownership::Owner {
+            tenure,
+            fence,
+            until,
+        } => (tenure, fence, until),
+        Ownership::NotOwner => unreachable!(),
+    }
+}
+
+#[tokio::test]
+async fn typed_calls_return_the_wire_replies_and_kinds() {
+    let s = Setup::start().await;
+    let leases = LeaseClient::new(s.client.clone());
+    let ttl = Duration::from_secs(15);
+    let grant = leases.acquire("k", "a", ttl).await.unwrap();
+    assert!(grant.granted);
+    let other = leases.acquire("k", "b", ttl).await.unwrap();
+    assert!(!other.granted);
+    assert_eq!(other.lease.holder, "a");
+    let renewed = leases
+        .renew("k", "a", grant.lease.revision, ttl)
+        .await
+        .unwrap();
+    assert!(renewed.lease.revision > grant.lease.revision);
+    let err = leases
+        .renew("k", "b", renewed.lease.revision, ttl)
+        .await
+        .unwrap_err();
+    assert!(err.is_lost(), "{err:?}");
+    match leases.owner("k").await.unwrap() {
+        Owner::Held(lease) => assert_eq!(lease, renewed.lease),
+        Owner::Free(free) => panic!("{free:?}"),
+    }
+    let released = leases
+        .release("k", "a", renewed.lease.revision)
+        .await
+        .unwrap();
+    assert!(released.released);
+    let err = leases
+        .forward("k", Bytes::from_static(b"x"), Duration::from_millis(500))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), Some(&Kind::NotHeld));
+    let err = leases
+        .acquire("k", "a", Duration::from_millis(1500))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ClientError::Invalid(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn no_gateway_is_reported_as_such() {
+    let server = NatsServer::start().await;
+    let leases = LeaseClient::new(common::client(&server.url).await);
+    let err = leases.owner("k").await.unwrap_err();
+    assert_eq!(err, ClientError::NoGateway);
+}
+
+#[tokio::test]
+async fn keeper_holds_the_lease_past_its_ttl_by_renewing() {
+    let s = Setup::start().await;
+    let leases = LeaseClient::new(s.client.clone());
+    let keeper = keeper(&leases, "k", "a", 1, false);
+    let (tenure, _, _) = until_owner(&keeper).await;
+    let start = Instant::now();
+    let mut watch = keeper.watch();
+    // Three TTLs later it is still the owner, at a higher fence.
+    while start.elapsed() < Duration::from_secs(3) {
+        tokio::time::timeout(Duration::from_secs(2), watch.changed())
+            .await
+            .expect("a renewal at least every TTL")
+            .unwrap();
+        assert!(
+            keeper.ownership().fence().is_some(),
+            "{:?}",
+            keeper.ownership()
+        );
+    }
+    let Ownership::Owner { fence, .. } = keeper.ownership() else {
+        panic!()
+    };
+    assert!(fence > tenure);
+    let owner = s.call("owner", json!({"key": "k"})).await;
+    assert_eq!(owner["holder"], "a");
+    assert_eq!(owner["revision"], fence);
+    keeper.shutdown().await;
+    assert_eq!(
+        s.call("owner", json!({"key": "k"})).await["held"],
+        false,
+        "released on shutdown"
+    );
+}
+
+#[tokio::test]
+async fn a_waiting_keeper_is_woken_by_the_release_not_the_ttl() {
+    let s = Setup::start().await;
+    let leases = LeaseClient::new(s.client.clone());
+    let first = keeper(&leases, "k", "a", 60, true);
+    until_owner(&first).await;
+    let second = keeper(&leases, "k", "b", 60, true);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(second.ownership(), Ownership::NotOwner);
+    let released_at = Instant::now();
+    first.shutdown().await;
+    until_owner(&second).await;
+    // Far sooner than the 60 s TTL that polling would have waited for.
+    assert!(released_at.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn keeper_reports_not_owner_by_its_deadline_when_the_server_is_gone() {
+    let mut s = Setup::start().await;
+    let leases = LeaseClient::new(s.client.clone());
+    let keeper = keeper(&leases, "k", "a", 2, false);
+    until_owner(&keeper).await;
+    let mut watch = keeper.watch();
+    s.server.stop();
+    let Ownership::Owner { until, .. } = watch.borrow_and_update().clone() else {
+        panic!()
+    };
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        watch.wait_for(|o| *o == Ownership::NotOwner),
+    )
+    .await
+    .expect("NotOwner once renewals cannot land")
+    .unwrap();
+    // The fence was unusable from `until` on, whatever the watch delay.
+    assert!(Instant::now() >= until);
+    assert_eq!(keeper.ownership().fence(), None);
+}
+
+#[tokio::test]
+async fn two_keepers_never_own_the_key_at_overlapping_times() {
+    let s = Setup::start().await;
+    // Separate connections: closing A's cuts A off like a partition would.
+    let conn_a = common::client(&s.server.url).await;
+    let a = keeper(&LeaseClient::new(conn_a.clone()), "k", "a", 1, true);
+    let b = keeper(
+        &LeaseClient::new(common::client(&s.server.url).await),
+        "k",
+        "b",
+        1,
+        true,
+    );
+    until_owner(&a).await;
+    assert_eq!(b.ownership(), Ownership::NotOwner);
+    // Record when B becomes owner, as it happens.
+    let mut b_watch = b.watch();
+    let b_owner_at = tokio::spawn(async move {
+        b_watch
+            .wait_for(|o| matches!(o, Ownership::Owner { .. }))
+            .await
+            .unwrap();
+        Instant::now()
+    });
+    let Ownership::Owner { fence: a_fence, .. } = a.ownership() else {
+        panic!()
+    };
+    conn_a.drain().await.unwrap();
+    let mut a_watch = a.watch();
+    let mut a_until = None;
+    loop {
+        match a_watch.borrow_and_update().clone() {
+            Ownership::Owner { until, .. } => a_until = Some(until),
+            Ownership::NotOwner => break,
+        }
+        a_watch.changed().await.unwrap();
+    }
+    let a_until = a_until.expect("A was owner");
+    let b_owner_at = tokio::time::timeout(Duration::from_secs(10), b_owner_at)
+        .await
+        .expect("B takes over")
+        .unwrap();
+    assert!(
+        a_until <= b_owner_at,
+        "A's entitlement ended before B's began"
+    );
+    let Ownership::Owner {
+        tenure: b_tenure, ..
+    } = b.ownership()
+    else {
+        panic!()
+    };
+    assert!(
+        b_tenure > a_fence,
+        "B's tenure {b_tenure} fences out A's {a_fence}"
+    );
+}
+
+#[tokio::test]
+async fn the_owner_inbox_handles_requests_only_for_keys_it_owns() {
+    let s = Setup::start().await;
+    let leases = LeaseClient::new(s.client.clone());
+    let keeper = keeper(&leases, "mine", "worker", 15, false);
+    let (tenure, _, _) = until_owner(&keeper).await;
+    // The gateway also names "worker" for "theirs", but this process does
+    // not act as its owner.
+    leases
+        .acquire("theirs", "worker", Duration::from_secs(15))
+        .await
+        .unwrap();
+    let ownership = keeper.watch();
+    let tenure_of = move |key: &str| {
+        (key == "mine")
+            .then(|| ownership.borrow().tenure())
+            .flatten()
+    };
+    let handler = move |req: dagnats_leases_client::InboxRequest| async move {
+        assert!(
+            req.fence >= tenure,
+            "fence {} below tenure {tenure}",
+            req.fence
+        );
+        let text = format!("{}:{}", req.key, String::from_utf8_lossy(&req.payload));
+        Bytes::from(text)
+    };
+    let inbox = tokio::spawn(serve_inbox(s.client.clone(), "worker", tenure_of, handler));
+    let reply = eventually("the inbox to answer", Duration::from_secs(5), || async {
+        leases
+            .forward("mine", Bytes::from_static(b"hi"), Duration::from_secs(1))
+            .await
+            .ok()
+    })
+    .await;
+    assert_eq!(reply.payload.0, Bytes::from_static(b"mine:hi"));
+    let err = leases
+        .forward("theirs", Bytes::from_static(b"hi"), Duration::from_secs(2))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), Some(&Kind::OwnerRejected), "{err:?}");
+    inbox.abort();
+}

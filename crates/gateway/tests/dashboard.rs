@@ -1,0 +1,495 @@
+//! The owner dashboard in a real browser: Debian's Chromium driven through
+//! chromedriver (WebDriver), against a real gateway and nats-server.
+
+mod common;
+
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Gateway, Http, NatsServer, call, client, eventually};
+use fantoccini::{Client as Browser, ClientBuilder, Locator};
+use futures::StreamExt;
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// chromedriver and a headless Chromium session, stopped on drop.
+struct Session {
+    browser: Browser,
+    driver: Child,
+    _profile: TempDir,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // chromedriver runs in a process group of its own, so this also
+        // stops the Chromium it started, whose pages would otherwise go on
+        // reconnecting to gateways long gone.
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.driver.id())])
+            .status();
+        let _ = self.driver.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Session {
+    async fn start() -> Session {
+        let chromedriver =
+            std::env::var("CHROMEDRIVER_BIN").unwrap_or("/usr/bin/chromedriver".into());
+        let chromium = std::env::var("CHROMIUM_BIN").unwrap_or("/usr/bin/chromium".into());
+        assert!(
+            std::path::Path::new(&chromedriver).is_file(),
+            "no chromedriver at {chromedriver}: run ./scripts/test, which installs chromium-driver"
+        );
+        let port = free_port();
+        let driver = Command::new(chromedriver)
+            .process_group(0)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting chromedriver");
+        eventually(
+            "chromedriver to listen",
+            Duration::from_secs(15),
+            || async { TcpStream::connect(("127.0.0.1", port)).ok() },
+        )
+        .await;
+        let profile = tempfile::tempdir().unwrap();
+        let caps = json!({
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    "--window-size=1400,900",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ],
+            },
+            "goog:loggingPrefs": {"browser": "ALL"},
+        });
+        // chromedriver is plain HTTP on loopback: no TLS stack needed.
+        let browser = ClientBuilder::new(HttpConnector::new())
+            .capabilities(caps.as_object().unwrap().clone())
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+            .expect("a Chromium session");
+        Session {
+            browser,
+            driver,
+            _profile: profile,
+        }
+    }
+
+    async fn js(&self, script: &str) -> Value {
+        self.browser
+            .execute(script, vec![])
+            .await
+            .expect("script runs")
+    }
+
+    /// Console messages at level SEVERE (errors) since the last call.
+    async fn console_errors(&self) -> Vec<String> {
+        let logs = self
+            .browser
+            .issue_cmd(BrowserLog)
+            .await
+            .expect("browser log");
+        logs.as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["level"] == "SEVERE")
+            .map(|e| e["message"].to_string())
+            .collect()
+    }
+
+    async fn row_exists(&self, key: &str) -> bool {
+        self.js(&format!(
+            "return !!document.querySelector('#leases tr[data-key=\"{key}\"]')"
+        ))
+        .await
+        .as_bool()
+        .unwrap()
+    }
+
+    async fn log_has(&self, event: &str, key: &str) -> bool {
+        let script = format!(
+            "return [...document.querySelectorAll('#log li')].some(li => li.dataset.event === '{event}' && li.textContent.includes(' {key} '))"
+        );
+        self.js(&script).await.as_bool().unwrap()
+    }
+
+    async fn screenshot(&self, name: &str) {
+        // Let the last redraw reach the screen; the picture is not checked.
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
+        let png = self.browser.screenshot().await.expect("screenshot");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-output");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(name), &png).unwrap();
+        if std::env::var_os("UPDATE_SCREENSHOT").is_some() {
+            let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+            std::fs::create_dir_all(&docs).unwrap();
+            std::fs::write(docs.join(name), &png).unwrap();
+        }
+    }
+}
+
+/// chromedriver's browser log (`POST /session/{id}/se/log`).
+#[derive(Debug)]
+struct BrowserLog;
+
+impl fantoccini::wd::WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(
+        &self,
+        base: &url::Url,
+        session: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base.join(&format!("session/{}/se/log", session.unwrap_or_default()))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(r#"{"type":"browser"}"#.into()))
+    }
+}
+
+async fn poll_until<F, Fut>(what: &str, within: Duration, check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let mut check = check;
+    let deadline = Instant::now() + within;
+    while !check().await {
+        assert!(Instant::now() < deadline, "{what} within {within:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn acquire(key: &str, holder: &str, ttl_ms: u64) -> Value {
+    json!({"key": key, "holder": holder, "ttl_ms": ttl_ms})
+}
+
+#[tokio::test]
+async fn the_dashboard_shows_who_holds_what_live() {
+    let server = NatsServer::start().await;
+    let gateway = Gateway::start(&server.url).await;
+    let http = Http::of(&gateway).await;
+    let nats = client(&server.url).await;
+    let s = Session::start().await;
+    s.browser.goto(&format!("{}/", http.base)).await.unwrap();
+    poll_until(
+        "the event stream to connect",
+        Duration::from_secs(10),
+        || async {
+            s.js("return document.getElementById('status').textContent")
+                .await
+                == "live"
+        },
+    )
+    .await;
+
+    // A lease acquired through the API appears within a second.
+    let lease = call(&nats, "acquire", acquire("shard-1", "worker-a", 15_000)).await;
+    poll_until("the row", Duration::from_secs(1), || {
+        s.row_exists("shard-1")
+    })
+    .await;
+    let cells = s
+        .js("return [...document.querySelector('#leases tr[data-key=\"shard-1\"]').cells].slice(0, 3).map(c => c.textContent)")
+        .await;
+    assert_eq!(
+        cells,
+        json!(["shard-1", "worker-a", lease["revision"].to_string()])
+    );
+
+    // Its bar counts down.
+    let scale = "const m = new DOMMatrix(getComputedStyle(document.querySelector('#leases tr[data-key=\"shard-1\"] .bar > span')).transform); return m.a";
+    let first = s.js(scale).await.as_f64().unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let later = s.js(scale).await.as_f64().unwrap();
+    assert!(later < first && later > 0.0, "{first} then {later}");
+
+    // A renewal flashes the row and moves the fence.
+    let renewed = call(
+        &nats,
+        "renew",
+        json!({"key": "shard-1", "holder": "worker-a", "revision": lease["revision"], "ttl_ms": 15000}),
+    )
+    .await;
+    poll_until("the flash", Duration::from_secs(1), || async {
+        s.js("return document.querySelector('#leases tr[data-key=\"shard-1\"]').classList.contains('flash')")
+            .await
+            == true
+    })
+    .await;
+    let fence = s
+        .js("return document.querySelector('#leases tr[data-key=\"shard-1\"] td.fence').textContent")
+        .await;
+    assert_eq!(fence, json!(renewed["revision"].to_string()));
+
+    // Release removes it and logs `released`.
+    call(
+        &nats,
+        "release",
+        json!({"key": "shard-1", "holder": "worker-a", "revision": renewed["revision"]}),
+    )
+    .await;
+    poll_until("the row to go", Duration::from_secs(2), || async {
+        !s.row_exists("shard-1").await
+    })
+    .await;
+    poll_until("a released line", Duration::from_secs(2), || {
+        s.log_has("released", "shard-1")
+    })
+    .await;
+
+    // An expiry logs `expired`.
+    call(&nats, "acquire", acquire("short", "worker-b", 1_000)).await;
+    poll_until("an expired line", Duration::from_secs(6), || {
+        s.log_has("expired", "short")
+    })
+    .await;
+
+    // The timeline shows two holders of one key, in order, with fences.
+    let a = call(&nats, "acquire", acquire("leader", "node-a", 15_000)).await;
+    call(
+        &nats,
+        "release",
+        json!({"key": "leader", "holder": "node-a", "revision": a["revision"]}),
+    )
+    .await;
+    let b = call(&nats, "acquire", acquire("leader", "node-b", 15_000)).await;
+    let segments_js = "return [...document.querySelectorAll('#timeline g.segment[data-key=\"leader\"]')].map(g => [g.dataset.holder, Number(g.dataset.fence), Number(g.querySelector('rect').getAttribute('x'))]).sort((p, q) => p[2] - q[2]).map(p => [p[0], p[1]])";
+    poll_until("two segments", Duration::from_secs(3), || async {
+        s.js(segments_js).await.as_array().unwrap().len() == 2
+    })
+    .await;
+    assert_eq!(
+        s.js(segments_js).await,
+        json!([["node-a", a["revision"]], ["node-b", b["revision"]]])
+    );
+
+    for i in 0..8 {
+        call(
+            &nats,
+            "acquire",
+            acquire(&format!("shard-{i}"), &format!("worker-{}", i % 3), 30_000),
+        )
+        .await;
+    }
+    poll_until("the rows", Duration::from_secs(2), || {
+        s.row_exists("shard-7")
+    })
+    .await;
+    s.screenshot("dashboard.png").await;
+    assert_eq!(
+        s.console_errors().await,
+        Vec::<String>::new(),
+        "no console errors"
+    );
+}
+
+#[tokio::test]
+async fn the_dashboard_reconnects_after_the_gateway_restarts() {
+    let server = NatsServer::start().await;
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let start = || async {
+        let g = Gateway::spawn(&server.url, &[], &[("DAGNATS_HTTP_ADDR", addr.as_str())]);
+        g.log
+            .wait_for("leases bucket ready", Duration::from_secs(15))
+            .await
+            .expect("ready");
+        g.wait_serving().await;
+        g.http_url().await;
+        g
+    };
+    let gateway = start().await;
+    let nats = client(&server.url).await;
+    let gone = call(&nats, "acquire", acquire("gone", "w", 60_000)).await;
+    let s = Session::start().await;
+    s.browser.goto(&format!("http://{addr}/")).await.unwrap();
+    poll_until("the row", Duration::from_secs(10), || s.row_exists("gone")).await;
+
+    drop(gateway);
+    poll_until(
+        "the indicator to show the drop",
+        Duration::from_secs(10),
+        || async {
+            s.js("return document.getElementById('status').classList.contains('down')")
+                .await
+                == true
+        },
+    )
+    .await;
+    let _gateway = start().await;
+    // While it was down, one lease ended and another began.
+    call(
+        &nats,
+        "release",
+        json!({"key": "gone", "holder": "w", "revision": gone["revision"]}),
+    )
+    .await;
+    call(&nats, "acquire", acquire("new", "w", 60_000)).await;
+    poll_until(
+        "the stream to come back",
+        Duration::from_secs(15),
+        || async {
+            s.js("return document.getElementById('status').textContent")
+                .await
+                == "live"
+        },
+    )
+    .await;
+    poll_until(
+        "the table to be right again",
+        Duration::from_secs(5),
+        || async { s.row_exists("new").await && !s.row_exists("gone").await },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn revoke_needs_the_write_token_and_frees_the_key_with_a_higher_fence() {
+    let server = NatsServer::start().await;
+    let gateway = Gateway::spawn(&server.url, &[], &[("DAGNATS_HTTP_TOKEN", "s3cret")]);
+    gateway
+        .log
+        .wait_for("leases bucket ready", Duration::from_secs(15))
+        .await
+        .expect("ready");
+    let http = Http::of(&gateway).await;
+    let nats = client(&server.url).await;
+    let held = call(&nats, "acquire", acquire("stuck", "zombie", 60_000)).await;
+    let s = Session::start().await;
+    s.browser.goto(&format!("{}/", http.base)).await.unwrap();
+    poll_until("the row", Duration::from_secs(10), || s.row_exists("stuck")).await;
+    s.browser
+        .find(Locator::Css("#leases tr[data-key=\"stuck\"]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    s.js("window.confirm = () => true; return true").await;
+    s.browser
+        .find(Locator::Id("revoke"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    // Refused without the token: the page asks for it, the lease stands.
+    poll_until("the token prompt", Duration::from_secs(5), || async {
+        s.js("return document.getElementById('token-dialog').open")
+            .await
+            == true
+    })
+    .await;
+    assert_eq!(
+        call(&nats, "owner", json!({"key": "stuck"})).await["holder"],
+        "zombie"
+    );
+    s.browser
+        .find(Locator::Id("token"))
+        .await
+        .unwrap()
+        .send_keys("s3cret")
+        .await
+        .unwrap();
+    s.js("document.getElementById('token-form').requestSubmit(); return true")
+        .await;
+    poll_until("the revoke to land", Duration::from_secs(5), || async {
+        s.js("return document.getElementById('revoke-result').textContent")
+            .await
+            .as_str()
+            .unwrap()
+            .starts_with("Revoked")
+    })
+    .await;
+    assert_eq!(
+        call(&nats, "owner", json!({"key": "stuck"})).await,
+        json!({"held": false, "key": "stuck"})
+    );
+    let renew =
+        json!({"key": "stuck", "holder": "zombie", "revision": held["revision"], "ttl_ms": 60000});
+    assert_eq!(
+        call(&nats, "renew", renew).await["kind"],
+        "lost",
+        "the old fence is stale"
+    );
+    let token_in_urls = s
+        .js("return performance.getEntriesByType('resource').some(e => e.name.includes('s3cret'))")
+        .await;
+    assert_eq!(token_in_urls, false, "the token never goes in a URL");
+}
+
+#[tokio::test]
+async fn five_thousand_leases_render_and_the_page_stays_responsive() {
+    let server = NatsServer::start().await;
+    let gateway = Gateway::start(&server.url).await;
+    let http = Http::of(&gateway).await;
+    let nats = client(&server.url).await;
+    const N: usize = 5_000;
+    let acquires = (0..N).map(|i| {
+        let nats = nats.clone();
+        async move {
+            call(
+                &nats,
+                "acquire",
+                acquire(&format!("k{i:04}"), "bulk", 60_000),
+            )
+            .await
+        }
+    });
+    // 64 at a time: the page is under test here, not the gateway's burst.
+    let leases: Vec<Value> = futures::stream::iter(acquires).buffered(64).collect().await;
+    let s = Session::start().await;
+    let started = Instant::now();
+    s.browser.goto(&format!("{}/", http.base)).await.unwrap();
+    poll_until("every row", Duration::from_secs(30), || async {
+        s.js("return document.querySelectorAll('#leases tbody tr').length")
+            .await
+            == json!(N)
+    })
+    .await;
+    let render = started.elapsed();
+    // Renew them all while the page measures its longest frame gap.
+    s.js("window.__gap = 0; let last = performance.now(); (function f(t) { window.__gap = Math.max(window.__gap, t - last); last = t; if (!window.__stop) requestAnimationFrame(f); })(performance.now()); return true")
+        .await;
+    let renews = leases.iter().map(|l| {
+        let nats = nats.clone();
+        let body =
+            json!({"key": l["key"], "holder": "bulk", "revision": l["revision"], "ttl_ms": 60000});
+        async move { call(&nats, "renew", body).await }
+    });
+    let renewed: Vec<Value> = futures::stream::iter(renews).buffered(64).collect().await;
+    let last = renewed.last().unwrap();
+    let last_key = last["key"].as_str().unwrap().to_string();
+    poll_until("the last renewal to show", Duration::from_secs(30), || async {
+        s.js(&format!("return document.querySelector('#leases tr[data-key=\"{last_key}\"] td.fence').textContent"))
+            .await
+            == json!(last["revision"].to_string())
+    })
+    .await;
+    let gap = s
+        .js("window.__stop = true; return window.__gap")
+        .await
+        .as_f64()
+        .unwrap();
+    println!(
+        "5000 leases: first full render {render:?}, longest frame gap while 5000 renewals streamed in: {gap:.0} ms"
+    );
+    assert_eq!(s.console_errors().await, Vec::<String>::new());
+}

@@ -1,0 +1,129 @@
+//! `docs/operations.md` as written: the NATS permissions it lists are
+//! enough for a gateway and a holder to do everything, and no more than a
+//! holder needs.
+
+mod common;
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use common::lease_ops::{acquire, release, renew};
+use common::{Gateway, NatsServer, ServerOptions, call};
+use futures::StreamExt;
+use serde_json::json;
+
+/// The `authorization { ... }` block of the docs, with literal passwords.
+fn documented_authorization() -> String {
+    let doc = include_str!("../../../docs/operations.md");
+    let start = doc
+        .find("authorization {")
+        .expect("the docs show an authorization block");
+    let end = start + doc[start..].find("```").expect("the block ends");
+    doc[start..end]
+        .replace("$DAGNATS_PASSWORD", "\"gateway-secret\"")
+        .replace("$NOTIFY_PASSWORD", "\"holder-secret\"")
+}
+
+async fn connect(url: &str, user: &str, password: &str) -> async_nats::Client {
+    async_nats::ConnectOptions::with_user_and_password(user.into(), password.into())
+        .connect(url)
+        .await
+        .expect("connecting with the documented user")
+}
+
+#[tokio::test]
+async fn the_documented_permissions_let_a_gateway_and_a_holder_do_their_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("nats.conf");
+    std::fs::write(&config, documented_authorization()).unwrap();
+    let server = NatsServer::start_with(ServerOptions {
+        extra_args: vec!["-c".into(), config.display().to_string()],
+        ..ServerOptions::default()
+    })
+    .await;
+    let _gateway = Gateway::start_with(
+        &server.url,
+        &[],
+        &[
+            ("NATS_USER", "dagnats"),
+            ("NATS_PASSWORD", "gateway-secret"),
+        ],
+    )
+    .await;
+
+    let holder = connect(&server.url, "notify", "holder-secret").await;
+    let mut events = holder
+        .subscribe("dagnats.lease.changed.notify-leader")
+        .await
+        .unwrap();
+    let mut inbox = holder
+        .subscribe("dagnats.lease.inbox.notify-7f3a.>")
+        .await
+        .unwrap();
+    holder.flush().await.unwrap();
+    let owner_side = {
+        let holder = holder.clone();
+        tokio::spawn(async move {
+            let msg = inbox.next().await.unwrap();
+            holder
+                .publish(msg.reply.unwrap(), "pong".into())
+                .await
+                .unwrap();
+        })
+    };
+
+    let (key, me) = ("notify-leader", "notify-7f3a");
+    let lease = call(&holder, "acquire", acquire(key, me, 15000)).await;
+    assert_eq!(lease["granted"], true, "{lease}");
+    let renewed = call(&holder, "renew", renew(key, me, &lease["revision"], 15000)).await;
+    assert_eq!(renewed["granted"], true, "{renewed}");
+    let owner = call(&holder, "owner", json!({"key": key})).await;
+    assert_eq!(owner["revision"], renewed["revision"], "{owner}");
+    let forwarded = call(
+        &holder,
+        "forward",
+        json!({"key": key, "payload": STANDARD.encode("ping")}),
+    )
+    .await;
+    assert_eq!(forwarded["payload"], STANDARD.encode("pong"), "{forwarded}");
+    owner_side.await.unwrap();
+    let released = call(&holder, "release", release(key, me, &renewed["revision"])).await;
+    assert_eq!(released["released"], true, "{released}");
+    let event = tokio::time::timeout(Duration::from_secs(5), events.next())
+        .await
+        .expect("a change event")
+        .unwrap();
+    assert_eq!(
+        event
+            .headers
+            .unwrap()
+            .get("Dagnats-Lease-Event")
+            .unwrap()
+            .as_str(),
+        "acquired"
+    );
+
+    // A holder cannot write the bucket behind the gateway's back.
+    holder
+        .publish("$KV.leases.notify-leader", "forged".into())
+        .await
+        .unwrap();
+    holder.flush().await.unwrap();
+    let violation = server
+        .log
+        .wait_for("Publish Violation", Duration::from_secs(5))
+        .await
+        .expect("the server refuses the holder's raw write");
+    assert!(
+        violation.contains("$KV.leases.notify-leader"),
+        "{violation}"
+    );
+    // And the gateway never hit a permission it lacks.
+    let log = server.log.text();
+    let refused: Vec<_> = log
+        .lines()
+        .filter(|l| l.contains("Violation") && l.contains("user:dagnats"))
+        .collect();
+    assert!(refused.is_empty(), "{refused:#?}");
+}

@@ -1,0 +1,1 @@
+//! Test support: real processes for the tests and the benchmark.

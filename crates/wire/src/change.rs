@@ -1,0 +1,166 @@
+//! Change events: what a message on `dagnats.lease.changed.<key>` says.
+//!
+//! The server republishes every write with its original headers plus
+//! `Nats-Sequence` (the revision), `Nats-Subject` and `Nats-Time-Stamp`.
+//! `Dagnats-Lease-Event` says acquired, renewed or released; the server's
+//! `Nats-Marker-Reason: MaxAge` marker says expired. A release is a purge
+//! with a TTL, which the server removes without a marker, so a released key
+//! never later shows as expired.
+
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use crate::names::{CHANGED_PREFIX, HEADER_MARKER_REASON, HEADER_SEQUENCE, HEADER_TIMESTAMP};
+use crate::record::{Entry, decode_entry};
+use crate::reply::Lease;
+use crate::timefmt;
+
+/// What happened to a key: the SSE event names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Acquired,
+    Renewed,
+    Released,
+    Expired,
+}
+
+impl ChangeKind {
+    /// The event name on the wire (and in SSE).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Acquired => "acquired",
+            ChangeKind::Renewed => "renewed",
+            ChangeKind::Released => "released",
+            ChangeKind::Expired => "expired",
+        }
+    }
+
+    /// Whether the key has no holder after this change.
+    pub fn ends_tenure(self) -> bool {
+        matches!(self, ChangeKind::Released | ChangeKind::Expired)
+    }
+}
+
+/// One change of one key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ChangeEvent {
+    pub event: ChangeKind,
+    pub key: String,
+    /// The revision of the write (or of the server's expiry marker).
+    pub revision: u64,
+    /// The holder, when known (an expiry carries none of its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// The lease, for acquired and renewed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+}
+
+/// Why a message on the change subjects is not a change event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotAChange {
+    /// Not under `dagnats.lease.changed.`.
+    Subject,
+    /// No `Nats-Sequence` header, so no revision.
+    NoRevision,
+    /// A record that does not parse (the sentence says why).
+    Corrupt(String),
+}
+
+impl ChangeEvent {
+    /// Reads a change event from its subject, headers (`header` looks one
+    /// up by name) and body.
+    pub fn decode<'a>(
+        subject: &str,
+        header: impl Fn(&str) -> Option<&'a str>,
+        payload: &[u8],
+    ) -> Result<ChangeEvent, NotAChange> {
+        let key = subject
+            .strip_prefix(CHANGED_PREFIX)
+            .and_then(|rest| rest.strip_prefix('.'))
+            .ok_or(NotAChange::Subject)?
+            .to_string();
+        let revision = header(HEADER_SEQUENCE)
+            .and_then(|v| v.parse::<u64>().ok())
+            .ok_or(NotAChange::NoRevision)?;
+        let stored_at = header(HEADER_TIMESTAMP)
+            .and_then(|at| timefmt::parse(at).ok())
+            .unwrap_or_else(OffsetDateTime::now_utc);
+        let expired = header(HEADER_MARKER_REASON).is_some();
+        let entry =
+            decode_entry(revision, stored_at, &header, payload).map_err(NotAChange::Corrupt)?;
+        Ok(match entry {
+            Entry::Held {
+                renewed, record, ..
+            } => ChangeEvent {
+                event: if renewed {
+                    ChangeKind::Renewed
+                } else {
+                    ChangeKind::Acquired
+                },
+                holder: Some(record.holder.clone()),
+                lease: Some(record.lease(&key, revision, Some(stored_at))),
+                key,
+                revision,
+            },
+            Entry::Free { released, .. } => ChangeEvent {
+                event: if expired {
+                    ChangeKind::Expired
+                } else {
+                    ChangeKind::Released
+                },
+                holder: released.map(|r| r.holder),
+                lease: None,
+                key,
+                revision,
+            },
+        })
+    }
+
+    /// The subject carrying the changes of `key`, or of every key.
+    pub fn subject(key: Option<&str>) -> String {
+        format!("{CHANGED_PREFIX}.{}", key.unwrap_or("*"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::HEADER_EVENT;
+
+    fn headers<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<&'a str> {
+        move |name| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+    }
+
+    #[test]
+    fn an_expiry_marker_is_expired_and_a_purge_is_released() {
+        let marker = [(HEADER_SEQUENCE, "9"), (HEADER_MARKER_REASON, "MaxAge")];
+        let change = ChangeEvent::decode("dagnats.lease.changed.k", headers(&marker), b"").unwrap();
+        assert_eq!((change.event, change.revision), (ChangeKind::Expired, 9));
+        let body = br#"{"v":1,"holder":"h","released_at":"2026-10-18T12:00:00Z","prev":8}"#;
+        let purge = [
+            (HEADER_SEQUENCE, "10"),
+            (HEADER_EVENT, "released"),
+            ("KV-Operation", "PURGE"),
+        ];
+        let change = ChangeEvent::decode("dagnats.lease.changed.k", headers(&purge), body).unwrap();
+        assert_eq!(change.event, ChangeKind::Released);
+        assert_eq!(change.holder.as_deref(), Some("h"));
+    }
+
+    #[test]
+    fn a_message_without_a_revision_or_off_the_subjects_is_not_a_change() {
+        let none: [(&str, &str); 0] = [];
+        assert_eq!(
+            ChangeEvent::decode("dagnats.lease.changed.k", headers(&none), b""),
+            Err(NotAChange::NoRevision)
+        );
+        assert_eq!(
+            ChangeEvent::decode("elsewhere.k", headers(&none), b""),
+            Err(NotAChange::Subject)
+        );
+    }
+}

@@ -1,0 +1,31 @@
+//! `dagnats-leases-wire`: what is on the wire of dagnats-leases, and
+//! nothing else. A gateway, a holder library in any language, or a test
+//! reads the same definitions here.
+//!
+//! # Layout
+//!
+//! - [`names`]: subjects, headers, the bucket and the queue group, each with
+//!   the seed sentence it comes from.
+//! - [`request`]: the requests of every subject, with the seed's input
+//!   bounds enforced as they decode ([`request::decode`]).
+//! - [`reply`]: what each call answers.
+//! - [`kind`]: the error kinds with their HTTP statuses, and the error body.
+//! - [`record`]: the versioned record a key holds in the bucket.
+//! - [`change`]: decoding the change events republished for every write.
+//! - [`timefmt`]: RFC 3339 timestamps in UTC.
+//!
+//! serde only; with the feature `openapi`, the types also carry utoipa
+//! schemas for the gateway's OpenAPI document.
+
+pub mod change;
+pub mod kind;
+pub mod names;
+pub mod record;
+pub mod reply;
+pub mod request;
+#[cfg(feature = "openapi")]
+mod schema;
+pub mod timefmt;
+
+pub use change::{ChangeEvent, ChangeKind};
+pub use kind::{ErrorBody, Kind};

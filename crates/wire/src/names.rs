@@ -1,0 +1,100 @@
+//! The names on the wire, in one place, each with the seed sentence it
+//! comes from: subjects, headers, the bucket and the queue group.
+//!
+//! Tests outside this crate rely on every one of these strings: they are the
+//! contract, not implementation details.
+
+/// "Leases live in the leases KV bucket."
+pub const BUCKET: &str = "leases";
+
+/// The stream behind the bucket, named by the standard KV layout.
+pub const STREAM: &str = "KV_leases";
+
+/// The stream's subjects: the records, and the read barrier below.
+pub const KEY_SUBJECTS: &str = "$KV.leases.>";
+
+/// Subjects that hold the records: "a key is exactly one subject token".
+pub const RECORD_SUBJECTS: &str = "$KV.leases.*";
+
+/// Where a replicated bucket's reads are confirmed (see `store::bucket`):
+/// two tokens, so never a key, never republished as a change, never listed.
+pub const READ_BARRIER_SUBJECT: &str = "$KV.leases._dagnats.read";
+
+/// "They use the queue group dagnats-leases, so exactly one dagnats instance
+/// handles each request."
+pub const QUEUE_GROUP: &str = "dagnats-leases";
+
+/// Request/reply subjects of the lease API.
+pub const SUBJECT_ACQUIRE: &str = "api.leases.acquire";
+/// See [`SUBJECT_ACQUIRE`].
+pub const SUBJECT_RENEW: &str = "api.leases.renew";
+/// See [`SUBJECT_ACQUIRE`].
+pub const SUBJECT_RELEASE: &str = "api.leases.release";
+/// See [`SUBJECT_ACQUIRE`].
+pub const SUBJECT_OWNER: &str = "api.leases.owner";
+/// "api.leases.forward sends a request to whichever process holds a key."
+pub const SUBJECT_FORWARD: &str = "api.leases.forward";
+
+/// "dagnats ... makes a NATS request to dagnats.lease.inbox.<holder>.<key>".
+pub const INBOX_PREFIX: &str = "dagnats.lease.inbox";
+
+/// "... with the lease revision in the Dagnats-Lease-Fence header."
+pub const HEADER_FENCE: &str = "Dagnats-Lease-Fence";
+
+/// "To reject, reply with an empty body and the header
+/// Dagnats-Lease-Reject: stale".
+pub const HEADER_REJECT: &str = "Dagnats-Lease-Reject";
+
+/// The only value of [`HEADER_REJECT`].
+pub const REJECT_STALE: &str = "stale";
+
+/// "The server republishes every write to the bucket on
+/// dagnats.lease.changed.<key>."
+pub const CHANGED_PREFIX: &str = "dagnats.lease.changed";
+
+/// "Each event carries Nats-Sequence (the revision) and Nats-Subject
+/// headers": added by the server to every republished write.
+pub const HEADER_SEQUENCE: &str = "Nats-Sequence";
+
+/// Added by the server to a republished write: when it was stored.
+pub const HEADER_TIMESTAMP: &str = "Nats-Time-Stamp";
+
+/// HTTP raw forward: the holder that answered (the fence travels in
+/// [`HEADER_FENCE`]).
+pub const HEADER_HOLDER: &str = "Dagnats-Lease-Holder";
+
+/// An SSE client reconnecting names the last revision it saw.
+pub const HEADER_LAST_EVENT_ID: &str = "Last-Event-ID";
+
+/// Names why a record was written: `acquired`, `renewed` or `released`.
+pub const HEADER_EVENT: &str = "Dagnats-Lease-Event";
+
+/// The JetStream compare-and-set header: the write lands only if the key's
+/// last sequence (the fence) is this one.
+pub const HEADER_EXPECTED_SEQ: &str = "Nats-Expected-Last-Subject-Sequence";
+
+/// Moves the compare-and-set check to another subject than the one
+/// written: a read barrier expects the key's last sequence (nats-server 2.11+).
+pub const HEADER_EXPECTED_SEQ_SUBJECT: &str = "Nats-Expected-Last-Subject-Sequence-Subject";
+
+/// Per-message TTL (nats-server 2.11+), always whole seconds, e.g. `15s`.
+pub const HEADER_TTL: &str = "Nats-TTL";
+
+/// Set by the server on the marker it writes when a key's TTL runs out.
+pub const HEADER_MARKER_REASON: &str = "Nats-Marker-Reason";
+
+/// Standard KV operation header; a release writes `PURGE`.
+pub const HEADER_KV_OPERATION: &str = "KV-Operation";
+
+/// With `sub`, a write replaces every earlier message of its key.
+pub const HEADER_ROLLUP: &str = "Nats-Rollup";
+
+/// The inbox of `holder` for requests about `key`.
+pub fn inbox_subject(holder: &str, key: &str) -> String {
+    format!("{INBOX_PREFIX}.{holder}.{key}")
+}
+
+/// Subject of the record for `key`.
+pub fn key_subject(key: &str) -> String {
+    format!("$KV.{BUCKET}.{key}")
+}

@@ -1,0 +1,236 @@
+//! The stored record of a key: versioned JSON, plus the headers that say
+//! what kind of message it is. The gateway writes and reads it; change-event
+//! subscribers decode the same bytes, republished.
+//!
+//! A record that does not parse is corrupt and never guessed at: the call
+//! that meets one answers `internal`.
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use std::time::Duration;
+
+use crate::names::{HEADER_EVENT, HEADER_KV_OPERATION, HEADER_MARKER_REASON};
+use crate::reply::Lease;
+use crate::timefmt;
+
+/// The only record version this gateway writes and reads.
+pub const RECORD_VERSION: u32 = 1;
+
+/// Why a record was written; the value of `Dagnats-Lease-Event`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteEvent {
+    Acquired,
+    Renewed,
+    Released,
+}
+
+impl WriteEvent {
+    /// The header value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WriteEvent::Acquired => "acquired",
+            WriteEvent::Renewed => "renewed",
+            WriteEvent::Released => "released",
+        }
+    }
+
+    /// The event a header value names.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "acquired" => Some(WriteEvent::Acquired),
+            "renewed" => Some(WriteEvent::Renewed),
+            "released" => Some(WriteEvent::Released),
+            _ => None,
+        }
+    }
+}
+
+/// A live lease. `prev` is the revision this write replaced: a renew
+/// retried after a lost reply finds its own earlier write by it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseRecord {
+    pub v: u32,
+    pub holder: String,
+    pub ttl_ms: u64,
+    #[serde(with = "timefmt")]
+    pub acquired_at: OffsetDateTime,
+    /// The gateway's clock just before the write was sent: the server
+    /// stamps the message later, so this + ttl never overstates expiry.
+    #[serde(with = "timefmt")]
+    pub written_at: OffsetDateTime,
+    pub prev: u64,
+}
+
+impl LeaseRecord {
+    /// The lease this record describes, at revision `seq`. `expires_at`
+    /// counts from the earlier of the gateway's clock at the write and the
+    /// server's stamp (when known), so it is never later than the server's
+    /// own expiry.
+    pub fn lease(&self, key: &str, seq: u64, stored_at: Option<OffsetDateTime>) -> Lease {
+        let start = stored_at.map_or(self.written_at, |at| at.min(self.written_at));
+        Lease {
+            held: true,
+            key: key.to_string(),
+            holder: self.holder.clone(),
+            revision: seq,
+            acquired_at: self.acquired_at,
+            expires_at: start + Duration::from_millis(self.ttl_ms),
+            ttl_ms: self.ttl_ms,
+        }
+    }
+}
+
+/// The tombstone a release leaves: who released which revision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseRecord {
+    pub v: u32,
+    pub holder: String,
+    #[serde(with = "timefmt")]
+    pub released_at: OffsetDateTime,
+    pub prev: u64,
+    /// An operator revoked the lease; the holder did not release it, so a
+    /// release retried by the holder is `lost`, not a repeat success.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub revoked: bool,
+}
+
+/// What the last message of a key says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// A live lease, written by acquire or renew.
+    Held {
+        seq: u64,
+        /// A renew wrote it; otherwise an acquire did, and a tenure
+        /// started at `seq`.
+        renewed: bool,
+        record: LeaseRecord,
+        /// The server's timestamp of the message.
+        stored_at: OffsetDateTime,
+    },
+    /// Nobody holds the key: a release tombstone (`released` says who
+    /// released it), the server's expiry marker, or a delete by a KV tool.
+    Free {
+        seq: u64,
+        released: Option<ReleaseRecord>,
+    },
+}
+
+/// Reads one message of the bucket. `header` looks a header up by name.
+pub fn decode_entry<'a>(
+    seq: u64,
+    stored_at: OffsetDateTime,
+    header: impl Fn(&str) -> Option<&'a str>,
+    body: &[u8],
+) -> Result<Entry, String> {
+    if header(HEADER_MARKER_REASON).is_some() {
+        return Ok(Entry::Free {
+            seq,
+            released: None,
+        });
+    }
+    let event = header(HEADER_EVENT).and_then(WriteEvent::parse);
+    if matches!(header(HEADER_KV_OPERATION), Some("DEL" | "PURGE")) {
+        let released = match event {
+            Some(WriteEvent::Released) => Some(parse_versioned::<ReleaseRecord>(seq, body)?),
+            _ => None,
+        };
+        return Ok(Entry::Free { seq, released });
+    }
+    match event {
+        Some(event @ (WriteEvent::Acquired | WriteEvent::Renewed)) => Ok(Entry::Held {
+            seq,
+            renewed: event == WriteEvent::Renewed,
+            record: parse_versioned::<LeaseRecord>(seq, body)?,
+            stored_at,
+        }),
+        _ => Err(format!(
+            "record at revision {seq} was not written by dagnats-leases (no {HEADER_EVENT} header)"
+        )),
+    }
+}
+
+trait Versioned {
+    fn version(&self) -> u32;
+}
+impl Versioned for LeaseRecord {
+    fn version(&self) -> u32 {
+        self.v
+    }
+}
+impl Versioned for ReleaseRecord {
+    fn version(&self) -> u32 {
+        self.v
+    }
+}
+
+fn parse_versioned<T: serde::de::DeserializeOwned + Versioned>(
+    seq: u64,
+    body: &[u8],
+) -> Result<T, String> {
+    let record: T = serde_json::from_slice(body)
+        .map_err(|err| format!("corrupt record at revision {seq}: {err}"))?;
+    if record.version() != RECORD_VERSION {
+        return Err(format!(
+            "record at revision {seq} has version {}, this gateway reads {RECORD_VERSION}",
+            record.version()
+        ));
+    }
+    Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    fn headers<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<&'a str> {
+        move |name| pairs.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+    }
+
+    const AT: OffsetDateTime = datetime!(2026-10-18 12:00 UTC);
+
+    #[test]
+    fn marker_is_free() {
+        let entry = decode_entry(9, AT, headers(&[("Nats-Marker-Reason", "MaxAge")]), b"");
+        assert_eq!(
+            entry,
+            Ok(Entry::Free {
+                seq: 9,
+                released: None
+            })
+        );
+    }
+
+    #[test]
+    fn lease_record_round_trips() {
+        let record = LeaseRecord {
+            v: 1,
+            holder: "h".into(),
+            ttl_ms: 1_000,
+            acquired_at: AT,
+            written_at: AT,
+            prev: 0,
+        };
+        let body = serde_json::to_vec(&record).unwrap();
+        let entry = decode_entry(3, AT, headers(&[(HEADER_EVENT, "acquired")]), &body).unwrap();
+        assert_eq!(
+            entry,
+            Entry::Held {
+                seq: 3,
+                renewed: false,
+                record,
+                stored_at: AT
+            }
+        );
+    }
+
+    #[test]
+    fn unparsable_or_foreign_records_are_corrupt() {
+        assert!(decode_entry(3, AT, headers(&[(HEADER_EVENT, "renewed")]), b"{").is_err());
+        assert!(decode_entry(3, AT, headers(&[]), b"{}").is_err());
+        let future = br#"{"v":2,"holder":"h","ttl_ms":1000,"acquired_at":"2026-10-18T12:00:00Z","written_at":"2026-10-18T12:00:00Z","prev":0}"#;
+        let err = decode_entry(3, AT, headers(&[(HEADER_EVENT, "renewed")]), future).unwrap_err();
+        assert!(err.contains("version 2"), "{err}");
+    }
+}

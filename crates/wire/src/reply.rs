@@ -1,0 +1,101 @@
+//! Replies: what acquire, renew, release, owner, list and forward answer,
+//! and the data of `released` and `expired` change events.
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use crate::request::Payload;
+use crate::timefmt;
+
+/// Reply to list: every held lease, ordered by key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LeaseList {
+    pub leases: Vec<Lease>,
+}
+
+/// A held lease, as acquire, renew and owner report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Lease {
+    /// Always true: this key has a holder.
+    pub held: bool,
+    pub key: String,
+    pub holder: String,
+    /// The fencing token: the key's KV revision.
+    pub revision: u64,
+    /// Start of the tenure; renew keeps it.
+    #[serde(with = "timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
+    pub acquired_at: OffsetDateTime,
+    /// Advisory: the server's TTL is what frees the key, never earlier than this.
+    #[serde(with = "timefmt")]
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
+    pub expires_at: OffsetDateTime,
+    pub ttl_ms: u64,
+}
+
+/// Reply to acquire and renew. `granted: false` is a normal answer that
+/// names the current holder, not an error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Grant {
+    pub granted: bool,
+    #[serde(flatten)]
+    pub lease: Lease,
+}
+
+/// Reply to owner: the lease, or `{"held": false, "key": K}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(untagged)]
+pub enum Owner {
+    Held(Lease),
+    Free(FreeKey),
+}
+
+/// A key nobody holds. No other field ever: that is what tells it from a
+/// lease in the OpenAPI document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct FreeKey {
+    /// Always false.
+    pub held: bool,
+    pub key: String,
+}
+
+/// Reply to release; `revision` is the fence of the release write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Released {
+    /// Always true.
+    pub released: bool,
+    /// Always false.
+    pub held: bool,
+    pub key: String,
+    pub holder: String,
+    pub revision: u64,
+}
+
+/// Data of a `released` or `expired` change event: the key, the revision
+/// of the write that freed it, and its last holder when known.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct LeaseEnded {
+    pub key: String,
+    pub revision: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+}
+
+/// Reply to forward: the owner's reply body, and who answered it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Forwarded {
+    pub key: String,
+    pub holder: String,
+    pub revision: u64,
+    /// The owner's reply body (base64 in JSON).
+    pub payload: Payload,
+}

@@ -1,0 +1,110 @@
+//! utoipa schemas of the validated wire types (feature `openapi`): the
+//! bounds the decoders enforce, stated once more for the OpenAPI document.
+
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::{PartialSchema, ToSchema};
+
+use crate::request::{
+    ForwardTimeout, HolderId, KeyPrefix, LeaseKey, MAX_FORWARD_TIMEOUT_MS, MAX_NAME_LEN,
+    MAX_TTL_MS, MIN_FORWARD_TIMEOUT_MS, MIN_TTL_MS, Payload, Revision, Ttl,
+};
+
+/// The OpenAPI schema of a key or holder id (same rule as the decoders).
+fn name_schema(description: &str, min_length: usize) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some("^[A-Za-z0-9_-]*$"))
+        .min_length(Some(min_length))
+        .max_length(Some(MAX_NAME_LEN))
+        .description(Some(description))
+        .into()
+}
+
+/// The OpenAPI schema of a bounded whole number of milliseconds.
+fn millis_schema(description: &str, min: u64, max: u64, step: Option<u64>) -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+        .minimum(Some(min as f64))
+        .maximum(Some(max as f64))
+        .multiple_of(step.map(|s| s as f64))
+        .description(Some(description))
+        .into()
+}
+
+impl PartialSchema for LeaseKey {
+    fn schema() -> RefOr<Schema> {
+        name_schema("A lease key: 1 to 128 bytes of [A-Za-z0-9_-].", 1)
+    }
+}
+impl ToSchema for LeaseKey {}
+
+impl PartialSchema for HolderId {
+    fn schema() -> RefOr<Schema> {
+        name_schema(
+            "A holder id, unique per process: 1 to 128 bytes of [A-Za-z0-9_-].",
+            1,
+        )
+    }
+}
+impl ToSchema for HolderId {}
+
+impl PartialSchema for KeyPrefix {
+    fn schema() -> RefOr<Schema> {
+        name_schema("A key prefix: 0 to 128 bytes of [A-Za-z0-9_-].", 0)
+    }
+}
+impl ToSchema for KeyPrefix {}
+
+impl PartialSchema for Ttl {
+    fn schema() -> RefOr<Schema> {
+        millis_schema(
+            "Lease TTL in milliseconds: whole seconds from 1000 to 600000.",
+            MIN_TTL_MS,
+            MAX_TTL_MS,
+            Some(1_000),
+        )
+    }
+}
+impl ToSchema for Ttl {}
+
+impl PartialSchema for Revision {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .minimum(Some(1f64))
+            .description(Some(
+                "The fence from your last reply (a KV revision), never 0.",
+            ))
+            .into()
+    }
+}
+impl ToSchema for Revision {}
+
+impl PartialSchema for ForwardTimeout {
+    fn schema() -> RefOr<Schema> {
+        millis_schema(
+            "How long the whole forward may take, in milliseconds (100 to 30000; default 5000).",
+            MIN_FORWARD_TIMEOUT_MS,
+            MAX_FORWARD_TIMEOUT_MS,
+            None,
+        )
+    }
+}
+impl ToSchema for ForwardTimeout {}
+
+impl PartialSchema for Payload {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .content_encoding("base64")
+            .pattern(Some(
+                "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$",
+            ))
+            .description(Some("Bytes, base64-encoded (standard alphabet, padded)."))
+            .into()
+    }
+}
+impl ToSchema for Payload {}
