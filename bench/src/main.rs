@@ -108,13 +108,12 @@ async fn main() {
     }
     let params = Params::new(cli.smoke);
     eprintln!("parameters: {params:?}");
-    let (nats_proc, nats_url) = procs::nats_server(procs::Sync::Default);
-    let (gateway, http_base) = procs::gateway(&nats_url);
-    let gateway_pid = gateway.child.id();
-    let servers = [
-        ("gateway", gateway_pid),
-        ("nats-server", nats_proc.child.id()),
-    ];
+    let nats_proc = procs::nats_server(false).await;
+    let nats_url = nats_proc.url.clone();
+    let gateway = procs::gateway(&nats_url).await;
+    let http_base = gateway.http_url().await;
+    let gateway_pid = gateway.pid();
+    let servers = [("gateway", gateway_pid), ("nats-server", nats_proc.pid())];
     let nats = async_nats::connect(&nats_url).await.expect("connect");
     let leases = LeaseClient::new(nats.clone()).with_timeout(Duration::from_secs(10));
     let n = params.sequential_ops;
@@ -159,12 +158,10 @@ async fn main() {
 
     eprintln!("gateway on a nats-server with sync_interval: always ...");
     let durable = {
-        let (nats_proc, url) = procs::nats_server(procs::Sync::Always);
-        let (gateway, _) = procs::gateway(&url);
-        let servers = [
-            ("gateway", gateway.child.id()),
-            ("nats-server", nats_proc.child.id()),
-        ];
+        let nats_proc = procs::nats_server(true).await;
+        let url = nats_proc.url.clone();
+        let gateway = procs::gateway(&url).await;
+        let servers = [("gateway", gateway.pid()), ("nats-server", nats_proc.pid())];
         let nats = async_nats::connect(&url).await.expect("connect");
         let leases = LeaseClient::new(nats).with_timeout(Duration::from_secs(10));
         report::Durable {
@@ -178,7 +175,7 @@ async fn main() {
         }
     };
 
-    let etcd = match procs::etcd() {
+    let etcd = match procs::etcd().await {
         Some((proc_, url)) => {
             eprintln!("etcd ...");
             let client = etcd_ops::connect(&url).await;

@@ -1,14 +1,13 @@
-//! The processes a run measures: nats-server, the gateway (this binary in
-//! gateway mode, so its CPU and memory are its own), and etcd. All on
-//! loopback, free ports, temp dirs; killed on drop.
+//! The processes a run measures: nats-server and the gateway (this binary
+//! in gateway mode, so its CPU and memory are its own) from the testkit, and
+//! etcd. All on loopback, free ports, temp dirs; killed on drop.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use dagnats_leases_testkit::gateway::Program;
+use dagnats_leases_testkit::{Gateway, Log, NatsServer, ServerOptions, free_port};
 use tempfile::TempDir;
 
 /// A child process killed on drop.
@@ -24,105 +23,31 @@ impl Drop for Proc {
     }
 }
 
-/// A free loopback port (bound, then released).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+/// nats-server 2.11+ (`NATS_SERVER_BIN`, else the copy `scripts/test`
+/// installs), fsyncing before every acknowledgement when `sync_always`.
+pub async fn nats_server(sync_always: bool) -> NatsServer {
+    NatsServer::start_with(ServerOptions {
+        sync_always,
+        ..ServerOptions::default()
+    })
+    .await
 }
 
-/// Waits until `child`'s stderr has a line containing `needle`.
-fn wait_for_line(child: &mut Child, needle: &'static str, what: &str) {
-    let stderr = child.stderr.take().expect("piped stderr");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut told = false;
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if !told && line.contains(needle) {
-                let _ = tx.send(());
-                told = true;
-            }
-        }
-    });
-    rx.recv_timeout(Duration::from_secs(30))
-        .unwrap_or_else(|_| panic!("{what} did not start"));
-}
-
-/// How the benchmark's nats-server writes to disk.
-#[derive(Debug, Clone, Copy)]
-pub enum Sync {
-    /// nats-server's default: fsync every 2 minutes (and on close).
-    Default,
-    /// `sync_interval: always`: fsync before every acknowledgement, as
-    /// docs/operations.md recommends for leases, and as etcd always does.
-    Always,
-}
-
-/// nats-server 2.11+: `NATS_SERVER_BIN`, else the copy `scripts/test` installs.
-pub fn nats_server(sync: Sync) -> (Proc, String) {
-    let bin = std::env::var_os("NATS_SERVER_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/nats/bin/nats-server")
-        });
-    let dir = tempfile::tempdir().expect("temp dir");
-    let port = free_port();
-    let sync_interval = match sync {
-        Sync::Default => "",
-        Sync::Always => "sync_interval: always",
+/// The gateway, as a separate process of this binary in gateway mode (so
+/// its CPU and memory are its own), once its bucket is ready.
+pub async fn gateway(nats_url: &str) -> Gateway {
+    let program = Program {
+        path: std::env::current_exe().expect("own path"),
+        args: vec!["gateway".into()],
     };
-    let config = dir.path().join("nats.conf");
-    let store = dir.path().join("store");
-    std::fs::write(
-        &config,
-        format!(
-            "listen: 127.0.0.1:{port}\njetstream {{ store_dir: {:?}\n {sync_interval} }}\n",
-            store.display().to_string()
-        ),
-    )
-    .expect("write nats.conf");
-    let mut child = Command::new(&bin)
-        .arg("-c")
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!(
-                "starting {}: {e} (run ./scripts/test once to install it)",
-                bin.display()
-            )
-        });
-    wait_for_line(&mut child, "Server is ready", "nats-server");
-    (
-        Proc {
-            child,
-            _dir: Some(dir),
-        },
-        format!("nats://127.0.0.1:{port}"),
-    )
-}
-
-/// The gateway, as a separate process of this binary, and its HTTP base URL.
-pub fn gateway(nats_url: &str) -> (Proc, String) {
-    let http = format!("127.0.0.1:{}", free_port());
-    let mut child = Command::new(std::env::current_exe().expect("own path"))
-        .args(["gateway", "--nats-url", nats_url, "--http-addr", &http])
-        .env("DAGNATS_LOG", "info")
-        // Its HTTP API is not measured; any free port keeps 8080 out of it.
-        .env("DAGNATS_HTTP_ADDR", "127.0.0.1:0")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting the gateway");
-    wait_for_line(&mut child, "leases bucket ready", "the gateway");
-    (Proc { child, _dir: None }, format!("http://{http}"))
+    let gateway = Gateway::spawn_program(&program, nats_url, &[], &[]);
+    gateway.wait_ready(Duration::from_secs(30)).await;
+    gateway
 }
 
 /// etcd (Debian's etcd-server 3.4): `ETCD_BIN`, else `/usr/bin/etcd`.
 /// `None` when it is not installed.
-pub fn etcd() -> Option<(Proc, String)> {
+pub async fn etcd() -> Option<(Proc, String)> {
     let bin = std::env::var_os("ETCD_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| "/usr/bin/etcd".into());
@@ -153,7 +78,11 @@ pub fn etcd() -> Option<(Proc, String)> {
         .stderr(Stdio::piped())
         .spawn()
         .ok()?;
-    wait_for_line(&mut child, "ready to serve client requests", "etcd");
+    let log = Log::default();
+    log.follow(child.stderr.take().expect("piped stderr"));
+    log.wait_for("ready to serve client requests", Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|| panic!("etcd did not start:\n{}", log.text()));
     Some((
         Proc {
             child,

@@ -1,10 +1,10 @@
 //! The seed's Go example, in Rust with nothing but a NATS client: acquire a
 //! lease, renew it every third of the TTL, release it. It does not use the
-//! `dagnats_leases` crate: a service needs only NATS to hold a lease.
+//! dagnats-leases crates: a service needs only NATS to hold a lease.
 //!
 //! ```sh
 //! ./scripts/dev                       # in one terminal
-//! cargo run --example leader          # in another (NATS_URL to change the server)
+//! cargo run -p dagnats-leases-client --example leader   # in another (NATS_URL to change the server)
 //! ```
 
 use std::time::Duration;

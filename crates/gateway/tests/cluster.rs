@@ -228,7 +228,7 @@ async fn a_write_acknowledged_as_a_paused_leader_resumes_survives_the_old_expiry
         "num_replicas": 3, "max_msgs_per_subject": 1, "allow_msg_ttl": true,
         "subject_delete_marker_ttl": 5_000_000_000u64, "allow_rollup_hdrs": true});
     let created = eventually("the stream", Duration::from_secs(30), || async {
-        let created = cluster::try_js_api(&client, "STREAM.CREATE.EXP", config.clone()).await?;
+        let created = common::try_js_api(&client, "STREAM.CREATE.EXP", config.clone()).await?;
         created.get("error").is_none().then_some(created)
     })
     .await;
@@ -255,7 +255,7 @@ async fn a_write_acknowledged_as_a_paused_leader_resumes_survives_the_old_expiry
             .as_u64()
             .unwrap();
         let leader = eventually("the leader", Duration::from_secs(30), || async {
-            let info = cluster::try_js_api(&client, "STREAM.INFO.EXP", json!({})).await?;
+            let info = common::try_js_api(&client, "STREAM.INFO.EXP", json!({})).await?;
             let leader = info["cluster"]["leader"].as_str()?.to_string();
             cluster.nodes.iter().position(|n| n.name == leader)
         })
@@ -465,7 +465,7 @@ async fn writes_acknowledged_while_the_leader_is_isolated_survive_healing_and_it
                 return Some(());
             }
             let stepdown = "STREAM.LEADER.STEPDOWN.KV_leases";
-            let _ = cluster::try_js_api(&ctl, stepdown, preferred.clone()).await;
+            let _ = common::try_js_api(&ctl, stepdown, preferred.clone()).await;
             None
         },
     )

@@ -3,92 +3,34 @@
 
 mod common;
 
-use std::net::TcpStream;
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Gateway, Http, NatsServer, call, client, eventually};
+use common::{Gateway, Http, NatsServer, call, client};
+use dagnats_leases_testkit::chromium::Driver;
+use dagnats_leases_testkit::free_port;
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
 use futures::StreamExt;
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
-use tempfile::TempDir;
 
-/// chromedriver and a headless Chromium session, stopped on drop.
+/// A headless Chromium session through chromedriver, stopped on drop.
 struct Session {
     browser: Browser,
-    driver: Child,
-    _profile: TempDir,
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        // chromedriver runs in a process group of its own, so this also
-        // stops the Chromium it started, whose pages would otherwise go on
-        // reconnecting to gateways long gone.
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.driver.id())])
-            .status();
-        let _ = self.driver.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    _driver: Driver,
 }
 
 impl Session {
     async fn start() -> Session {
-        let chromedriver =
-            std::env::var("CHROMEDRIVER_BIN").unwrap_or("/usr/bin/chromedriver".into());
-        let chromium = std::env::var("CHROMIUM_BIN").unwrap_or("/usr/bin/chromium".into());
-        assert!(
-            std::path::Path::new(&chromedriver).is_file(),
-            "no chromedriver at {chromedriver}: run ./scripts/test, which installs chromium-driver"
-        );
-        let port = free_port();
-        let driver = Command::new(chromedriver)
-            .process_group(0)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting chromedriver");
-        eventually(
-            "chromedriver to listen",
-            Duration::from_secs(15),
-            || async { TcpStream::connect(("127.0.0.1", port)).ok() },
-        )
-        .await;
-        let profile = tempfile::tempdir().unwrap();
-        let caps = json!({
-            "goog:chromeOptions": {
-                "binary": chromium,
-                "args": [
-                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                    "--no-first-run", "--disable-background-networking",
-                    "--disable-component-update", "--disable-sync",
-                    "--window-size=1400,900",
-                    format!("--user-data-dir={}", profile.path().display()),
-                ],
-            },
-            "goog:loggingPrefs": {"browser": "ALL"},
-        });
+        let driver = Driver::start().await;
         // chromedriver is plain HTTP on loopback: no TLS stack needed.
         let browser = ClientBuilder::new(HttpConnector::new())
-            .capabilities(caps.as_object().unwrap().clone())
-            .connect(&format!("http://127.0.0.1:{port}"))
+            .capabilities(driver.capabilities())
+            .connect(&driver.url)
             .await
             .expect("a Chromium session");
         Session {
             browser,
-            driver,
-            _profile: profile,
+            _driver: driver,
         }
     }
 

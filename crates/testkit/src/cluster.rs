@@ -2,11 +2,11 @@
 //! routes, free ports, a temp store dir per node, `sync_interval: always`,
 //! and the faults a test injects (kill -9, restart, SIGSTOP/SIGCONT).
 //! Where the machine allows, [`Cluster::start_isolated`] runs each node in
-//! its own network namespace instead ([`super::netns`]), so a test can also
+//! its own network namespace instead ([`crate::netns`]), so a test can also
 //! partition one. Gateways on it provision the bucket at 3 replicas.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -14,22 +14,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use super::netns::{Network, Unsupported};
-use super::{Gateway, Log, server_binary};
+use crate::gateway::Gateway;
+use crate::nats::{client, server_binary, try_js_api};
+use crate::netns::{Network, Unsupported};
+use crate::{Log, eventually, free_ports};
 
 /// Nodes in a cluster: the smallest that survives losing one.
 pub const NODES: usize = 3;
-
-/// Free loopback ports, all distinct: each is bound at once, then released.
-fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
-}
 
 /// One node: its ports, config and store stay the same across restarts.
 pub struct Node {
@@ -245,8 +236,8 @@ impl Cluster {
             _dir: dir,
         };
         for node in &cluster.nodes {
-            let client = super::client(&node.url).await;
-            super::eventually(
+            let client = client(&node.url).await;
+            eventually(
                 "JetStream to answer on every node",
                 Duration::from_secs(30),
                 || async {
@@ -309,7 +300,7 @@ impl Cluster {
 
     /// Waits until `KV_leases` has a leader and all 3 replicas are current.
     pub async fn wait_healthy(&self, client: &async_nats::Client, timeout: Duration) -> usize {
-        super::eventually("a healthy KV_leases", timeout, || async {
+        eventually("a healthy KV_leases", timeout, || async {
             let info = try_js_api(client, "STREAM.INFO.KV_leases", json!({})).await?;
             let leader = info["cluster"]["leader"].as_str()?;
             let replicas = info["cluster"]["replicas"].as_array()?;
@@ -322,19 +313,6 @@ impl Cluster {
         })
         .await
     }
-}
-
-/// A JetStream API call, or `None` if nobody answers in 5 s.
-pub async fn try_js_api(client: &async_nats::Client, op: &str, body: Value) -> Option<Value> {
-    let request = client.request(
-        format!("$JS.API.{op}"),
-        serde_json::to_vec(&body).unwrap().into(),
-    );
-    let reply = tokio::time::timeout(Duration::from_secs(5), request)
-        .await
-        .ok()?
-        .ok()?;
-    serde_json::from_slice(&reply.payload).ok()
 }
 
 /// A node's config. `sync_interval: always` because with the default lazy
@@ -376,10 +354,6 @@ cluster {{
 pub async fn gateway(urls: &str) -> Gateway {
     let gateway = Gateway::spawn(urls, &["--replicas", "3"], &[]);
     gateway.wait_serving().await;
-    gateway
-        .log
-        .wait_for("leases bucket ready", Duration::from_secs(30))
-        .await
-        .unwrap_or_else(|| panic!("bucket not ready:\n{}", gateway.log.text()));
+    gateway.wait_ready(Duration::from_secs(30)).await;
     gateway
 }

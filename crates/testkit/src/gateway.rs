@@ -1,0 +1,236 @@
+//! A `dagnats-leases serve` process: its HTTP address is chosen before it
+//! starts (so nobody reads a log to learn a port) and its readiness is
+//! `/readyz`.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{Log, free_port};
+
+/// Environment variables of the gateway that a test must not inherit.
+const GATEWAY_ENV: &[&str] = &[
+    "NATS_URL",
+    "NATS_CREDS",
+    "NATS_NKEY",
+    "NATS_TOKEN",
+    "NATS_USER",
+    "NATS_PASSWORD",
+    "NATS_TLS_CA",
+    "NATS_TLS_CERT",
+    "NATS_TLS_KEY",
+    "DAGNATS_BUCKET_REPLICAS",
+    "DAGNATS_LOG",
+    "DAGNATS_LOG_FORMAT",
+    "DAGNATS_HTTP_ADDR",
+    "DAGNATS_HTTP_TOKEN",
+    "DAGNATS_HTTP_READ_TOKEN",
+    "DAGNATS_HTTP_CORS_ORIGINS",
+    "DAGNATS_SSE_HEARTBEAT_MS",
+    "DAGNATS_SSE_BUFFER",
+];
+
+/// How to start the gateway: a program and the arguments before `serve`'s
+/// flags. The tests run the `dagnats-leases` binary; the benchmark runs
+/// itself in gateway mode, so the CPU it measures is the gateway's own.
+#[derive(Debug, Clone)]
+pub struct Program {
+    pub path: PathBuf,
+    pub args: Vec<String>,
+}
+
+impl Program {
+    /// `dagnats-leases serve`: `DAGNATS_LEASES_BIN`, else the binary cargo
+    /// built beside the running test (`target/<profile>/dagnats-leases`).
+    pub fn serve() -> Self {
+        let path = std::env::var_os("DAGNATS_LEASES_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                let exe = std::env::current_exe().expect("own path");
+                // target/<profile>/deps/<test>-<hash> -> target/<profile>/
+                let profile = exe.parent().and_then(|d| d.parent()).expect("target dir");
+                profile.join("dagnats-leases")
+            });
+        assert!(
+            path.is_file(),
+            "no gateway binary at {}: build it (cargo build -p dagnats-leases) or set DAGNATS_LEASES_BIN",
+            path.display()
+        );
+        Program {
+            path,
+            args: vec!["serve".into()],
+        }
+    }
+}
+
+/// One `dagnats-leases serve` process.
+pub struct Gateway {
+    child: Child,
+    /// Its HTTP address, chosen before it started.
+    http_addr: String,
+    pub log: Log,
+}
+
+impl Gateway {
+    /// A gateway on `url`, once it serves and its bucket is ready.
+    pub async fn start(url: &str) -> Self {
+        Self::start_with(url, &[], &[]).await
+    }
+
+    /// [`start`](Self::start) with extra flags and environment.
+    pub async fn start_with(url: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        let gateway = Self::spawn(url, args, env);
+        gateway.wait_serving().await;
+        gateway.wait_bucket_ready().await;
+        gateway
+    }
+
+    /// A gateway started with extra flags and environment, not waited for.
+    /// Its HTTP API listens on a free loopback port unless `env` sets
+    /// `DAGNATS_HTTP_ADDR`.
+    pub fn spawn(url: &str, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn_program(&Program::serve(), url, args, env)
+    }
+
+    /// [`spawn`](Self::spawn) of another gateway program.
+    pub fn spawn_program(
+        program: &Program,
+        url: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        let http_addr = env
+            .iter()
+            .find(|(name, _)| *name == "DAGNATS_HTTP_ADDR")
+            .map_or_else(
+                || format!("127.0.0.1:{}", free_port()),
+                |(_, addr)| addr.to_string(),
+            );
+        let mut cmd = Command::new(&program.path);
+        for name in GATEWAY_ENV {
+            cmd.env_remove(name);
+        }
+        cmd.args(&program.args)
+            .args(args)
+            .env("NATS_URL", url)
+            .env("DAGNATS_LOG", "info")
+            .env("DAGNATS_HTTP_ADDR", &http_addr)
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("starting dagnats-leases");
+        let log = Log::default();
+        log.follow(child.stderr.take().unwrap());
+        Gateway {
+            child,
+            http_addr,
+            log,
+        }
+    }
+
+    /// The process id, for signals.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits until the gateway's subscriptions are registered.
+    pub async fn wait_serving(&self) {
+        self.log
+            .wait_for("serving lease requests", Duration::from_secs(15))
+            .await
+            .unwrap_or_else(|| panic!("gateway not serving:\n{}", self.log.text()));
+    }
+
+    /// Waits until `/readyz` answers 200: the lease subjects are
+    /// subscribed and the bucket is provisioned (or found).
+    pub async fn wait_bucket_ready(&self) {
+        self.wait_ready(Duration::from_secs(15)).await;
+    }
+
+    /// Waits up to `timeout` until `/readyz` answers 200.
+    pub async fn wait_ready(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while readyz_status(&self.http_addr) != Some(200) {
+            assert!(
+                Instant::now() < deadline,
+                "gateway not ready within {timeout:?}:\n{}",
+                self.log.text()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Base URL of the gateway's HTTP API (`http://127.0.0.1:PORT`), once it
+    /// accepts connections.
+    pub async fn http_url(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while TcpStream::connect(&self.http_addr).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "gateway HTTP not listening on {}:\n{}",
+                self.http_addr,
+                self.log.text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        format!("http://{}", self.http_addr)
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    pub async fn terminate(mut self) -> ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        self.wait_exit(Duration::from_secs(15))
+            .await
+            .expect("gateway exits after SIGTERM")
+    }
+
+    /// The exit status, waiting up to `timeout`.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `dagnats-leases` binary with `args`, pointed at `url`, with no
+/// inherited gateway settings.
+pub fn command(url: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(Program::serve().path);
+    for name in GATEWAY_ENV.iter().chain(["DAGNATS_HOLDER"].iter()) {
+        cmd.env_remove(name);
+    }
+    cmd.args(args).env("NATS_URL", url);
+    cmd
+}
+
+/// The status `GET /readyz` answers on `addr`, or `None` if nothing does.
+fn readyz_status(addr: &str) -> Option<u16> {
+    let mut stream = TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream
+        .write_all(b"GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .ok()?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
