@@ -21,6 +21,7 @@ use super::extract::QueryOf;
 use super::{AppState, auth};
 use crate::core::{ErrorBody, LeaseError};
 use crate::events::{EncodedChange, Filter, RecentChanges, feed};
+use dagnats_leases_wire::names::HEADER_LAST_EVENT_ID;
 use dagnats_leases_wire::request::{KeyPrefix, LeaseKey};
 
 /// The events route, behind the read token.
@@ -105,7 +106,7 @@ pub async fn recent(State(s): State<AppState>) -> Json<RecentChanges> {
 
 /// The revision a reconnecting client saw last.
 fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, LeaseError> {
-    let Some(value) = headers.get("last-event-id") else {
+    let Some(value) = headers.get(HEADER_LAST_EVENT_ID) else {
         return Ok(None);
     };
     value

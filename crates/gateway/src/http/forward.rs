@@ -6,7 +6,7 @@
 //! `Dagnats-Lease-Holder` and `Dagnats-Lease-Fence`; `?timeout_ms=` bounds it.
 
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router, middleware};
@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use super::error::ApiError;
 use super::extract::{Body, KeyPath, QueryOf, is_json};
-use super::{AppState, auth};
+use super::{AppState, auth, header_name};
+use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_HOLDER};
 use crate::core::ErrorBody;
 use dagnats_leases_wire::reply::Forwarded;
 use dagnats_leases_wire::request::{
@@ -97,11 +98,11 @@ pub async fn forward(
             HeaderValue::from_static("application/octet-stream"),
         ),
         (
-            HeaderName::from_static("dagnats-lease-holder"),
+            header_name(HEADER_HOLDER),
             header_value(&reply.holder),
         ),
         (
-            HeaderName::from_static("dagnats-lease-fence"),
+            header_name(HEADER_FENCE),
             HeaderValue::from(reply.revision),
         ),
     ];

@@ -34,6 +34,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use crate::core::{LeaseCore, LeaseError};
+use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_HOLDER, HEADER_LAST_EVENT_ID};
 use crate::events::Events;
 use crate::metrics::{self, Front};
 use auth::Tokens;
@@ -112,13 +113,19 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
             .allow_headers([
                 axum::http::header::AUTHORIZATION,
                 axum::http::header::CONTENT_TYPE,
-                HeaderName::from_static("last-event-id"),
+                header_name(HEADER_LAST_EVENT_ID),
             ])
             .expose_headers([
-                HeaderName::from_static("dagnats-lease-holder"),
-                HeaderName::from_static("dagnats-lease-fence"),
+                header_name(HEADER_HOLDER),
+                header_name(HEADER_FENCE),
             ]),
     )
+}
+
+/// An HTTP header name from the wire crate's spelling (HTTP/2 wants it in
+/// lower case; `from_bytes` folds it).
+pub(crate) fn header_name(name: &str) -> HeaderName {
+    HeaderName::from_bytes(name.as_bytes()).expect("wire header names are valid")
 }
 
 /// Serves `app` on `listener` until `stop`, then finishes the requests in
