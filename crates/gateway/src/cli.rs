@@ -1,5 +1,5 @@
 //! The ops commands of the `dagnats-leases` binary, over NATS: acquire,
-//! renew, release, owner, forward, watch and hold.
+//! renew, release, owner, forward, watch, hold and shards.
 //!
 //! Replies print as JSON on stdout; failures print `kind: sentence` on
 //! stderr. Exit codes tell scripts what happened (see [`Exit`]).
@@ -14,6 +14,7 @@ use futures::StreamExt;
 use serde::Serialize;
 
 use crate::config::NatsConfig;
+use dagnats_leases_client::shards::{ShardGroup, ShardOptions};
 use dagnats_leases_client::{
     ChangeEvent, ChangeKind, ClientError, KeeperOptions, LeaseClient, LeaseKeeper, Ownership,
 };
@@ -124,6 +125,28 @@ pub enum ClientCommand {
         #[command(flatten)]
         holding: Holding,
     },
+    /// Keep this process a member of shard group GROUP (shard i is the
+    /// lease on GROUP-<i>) and own its share of the shards; on SIGINT or
+    /// SIGTERM hand every shard over and exit 0.
+    Shards {
+        #[command(flatten)]
+        nats: NatsConfig,
+        /// The group's name.
+        group: String,
+        /// How many shards the group has.
+        #[arg(long)]
+        count: u32,
+        /// Holder id, unique per process.
+        #[arg(long, env = "DAGNATS_HOLDER")]
+        holder: String,
+        /// TTL of the shard and membership leases, in milliseconds.
+        #[arg(long, default_value_t = 15_000)]
+        ttl_ms: u64,
+        /// One JSON line `{"group", "holder", "owned", "fences"}` each time
+        /// the owned set changes.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 impl ClientCommand {
@@ -135,7 +158,8 @@ impl ClientCommand {
             | ClientCommand::Owner { nats, .. }
             | ClientCommand::Forward { nats, .. }
             | ClientCommand::Watch { nats, .. }
-            | ClientCommand::Hold { nats, .. } => nats,
+            | ClientCommand::Hold { nats, .. }
+            | ClientCommand::Shards { nats, .. } => nats,
         }
     }
 }
@@ -197,6 +221,22 @@ pub async fn run(command: ClientCommand) -> Exit {
             ..
         } => watch(&client, key.as_deref(), json, ownership).await,
         ClientCommand::Hold { holding, .. } => hold(client, holding).await,
+        ClientCommand::Shards {
+            group,
+            count,
+            holder,
+            ttl_ms,
+            json,
+            ..
+        } => {
+            let options = ShardOptions {
+                group,
+                count,
+                holder,
+                ttl: Duration::from_millis(ttl_ms),
+            };
+            shards(client, options, json).await
+        }
     }
 }
 
@@ -362,6 +402,56 @@ async fn hold(client: LeaseClient, h: Holding) -> Exit {
                 return Exit::Ok;
             }
             changed = state.changed() => if changed.is_err() {
+                return Exit::Error;
+            },
+        }
+    }
+}
+
+/// What `shards --json` prints each time the owned set changes.
+#[derive(Serialize)]
+struct OwnedLine<'a> {
+    group: &'a str,
+    holder: &'a str,
+    owned: Vec<u32>,
+    fences: std::collections::BTreeMap<String, u64>,
+}
+
+async fn shards(client: LeaseClient, options: ShardOptions, json: bool) -> Exit {
+    let (group, holder) = (options.group.clone(), options.holder.clone());
+    let member = match ShardGroup::start(client, options) {
+        Ok(member) => member,
+        Err(err) => return failed(err),
+    };
+    let mut owned = member.watch();
+    let stop = crate::shutdown_signal();
+    tokio::pin!(stop);
+    let mut shown: Option<Vec<u32>> = None;
+    loop {
+        let now = owned.borrow_and_update().fences();
+        let set: Vec<u32> = now.keys().copied().collect();
+        if shown.as_ref() != Some(&set) {
+            if json {
+                print_json(&OwnedLine {
+                    group: &group,
+                    holder: &holder,
+                    owned: set.clone(),
+                    fences: now.iter().map(|(i, f)| (i.to_string(), *f)).collect(),
+                });
+            } else {
+                eprintln!("{holder} owns {set:?} of {group}");
+            }
+            shown = Some(set);
+        }
+        tokio::select! {
+            () = &mut stop => {
+                member.shutdown().await;
+                if json {
+                    print_json(&OwnedLine { group: &group, holder: &holder, owned: Vec::new(), fences: Default::default() });
+                }
+                return Exit::Ok;
+            }
+            changed = owned.changed() => if changed.is_err() {
                 return Exit::Error;
             },
         }

@@ -25,6 +25,7 @@ use crate::calls::{ClientError, LeaseClient};
 use crate::changes;
 use dagnats_leases_wire::change::{ChangeEvent, ChangeKind};
 use dagnats_leases_wire::reply::{Grant, Lease};
+use dagnats_leases_wire::request::{HolderId, LeaseKey, Ttl};
 
 /// What to join.
 #[derive(Debug, Clone)]
@@ -37,6 +38,26 @@ pub struct ShardOptions {
     pub holder: String,
     /// The TTL of every shard and membership lease.
     pub ttl: Duration,
+}
+
+impl ShardOptions {
+    /// Refuses a group whose keys would break the key rules (the longest
+    /// shard key and the membership key must be valid keys), a holder id
+    /// that is not valid, no shards, or a TTL out of bounds.
+    pub fn validate(&self) -> Result<(), ClientError> {
+        let invalid = ClientError::Invalid;
+        if self.count == 0 {
+            return Err(invalid("a shard group needs at least one shard".into()));
+        }
+        HolderId::try_from(self.holder.clone()).map_err(invalid)?;
+        let last_shard = format!("{}-{}", self.group, self.count - 1);
+        for key in [last_shard, member_key(&self.group, &self.holder)] {
+            LeaseKey::try_from(key).map_err(invalid)?;
+        }
+        let ms = u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX);
+        Ttl::try_from(ms).map_err(invalid)?;
+        Ok(())
+    }
 }
 
 /// One shard this member owns.
@@ -76,16 +97,18 @@ pub struct ShardGroup {
 }
 
 impl ShardGroup {
-    /// Joins `options.group` and starts owning shards.
-    pub fn start(client: LeaseClient, options: ShardOptions) -> Self {
+    /// Joins `options.group` and starts owning shards; refuses options
+    /// [`ShardOptions::validate`] refuses.
+    pub fn start(client: LeaseClient, options: ShardOptions) -> Result<Self, ClientError> {
+        options.validate()?;
         let (tx, state) = watch::channel(Owned::default());
         let stop = CancellationToken::new();
         let task = tokio::spawn(Member::new(client, options, tx).run(stop.clone()));
-        ShardGroup {
+        Ok(ShardGroup {
             state,
             stop,
             task: Some(task),
-        }
+        })
     }
 
     /// The owned set as it changes (fences included): start work on a
