@@ -1,0 +1,277 @@
+//! Shard groups against a real gateway: members split the shards floor or
+//! ceil of N/M each, a join or a leave moves only what it must, a graceful
+//! leave hands over by transfer, a crashed member drops out by TTL, and no
+//! shard is ever owned by two members at once.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use common::{Setup, command, eventually};
+use dagnats_leases_client::shards::{Owned, ShardGroup, ShardOptions, assign::assign};
+use dagnats_leases_client::{ChangeKind, LeaseClient, changes};
+use futures::StreamExt;
+use tokio::sync::watch;
+
+const TTL: Duration = Duration::from_secs(3);
+
+fn member(client: &LeaseClient, group: &str, count: u32, holder: &str) -> ShardGroup {
+    ShardGroup::start(
+        client.clone(),
+        ShardOptions {
+            group: group.into(),
+            count,
+            holder: holder.into(),
+            ttl: TTL,
+        },
+    )
+    .expect("valid options")
+}
+
+/// The shards each named member may act for now.
+fn owned(members: &[(&str, watch::Receiver<Owned>)]) -> BTreeMap<String, BTreeSet<u32>> {
+    members
+        .iter()
+        .map(|(name, w)| (name.to_string(), w.borrow().fences().into_keys().collect()))
+        .collect()
+}
+
+/// Waits until the members own exactly what `assign` gives them, every
+/// shard once; returns that split.
+async fn converged(
+    count: u32,
+    members: &[(&str, watch::Receiver<Owned>)],
+) -> BTreeMap<String, BTreeSet<u32>> {
+    let mut names: Vec<String> = members.iter().map(|(n, _)| n.to_string()).collect();
+    names.sort();
+    let expected: BTreeMap<String, BTreeSet<u32>> = {
+        let owner = assign(count, &names);
+        let mut split: BTreeMap<String, BTreeSet<u32>> =
+            names.iter().map(|n| (n.clone(), BTreeSet::new())).collect();
+        for (shard, index) in owner.into_iter().enumerate() {
+            split.get_mut(&names[index]).unwrap().insert(shard as u32);
+        }
+        split
+    };
+    eventually("the members to converge", Duration::from_secs(20), || {
+        let now = owned(members);
+        async move { (now == expected).then_some(now) }
+    })
+    .await
+}
+
+fn assert_no_shard_owned_twice(split: &BTreeMap<String, BTreeSet<u32>>) {
+    let mut seen = BTreeSet::new();
+    for shards in split.values() {
+        for shard in shards {
+            assert!(seen.insert(*shard), "shard {shard} owned twice: {split:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn members_split_the_shards_floor_or_ceil_each_and_every_shard_once() {
+    let s = Setup::start().await;
+    let client = LeaseClient::new(s.client.clone());
+    let (a, b, c) = (
+        member(&client, "split", 8, "m-a"),
+        member(&client, "split", 8, "m-b"),
+        member(&client, "split", 8, "m-c"),
+    );
+    let members = [("m-a", a.watch()), ("m-b", b.watch()), ("m-c", c.watch())];
+    let split = converged(8, &members).await;
+    assert_no_shard_owned_twice(&split);
+    for shards in split.values() {
+        assert!([2, 3].contains(&shards.len()), "{split:?}");
+    }
+    // Each shard's lease names the member that owns it, at its fence.
+    for (name, w) in &members {
+        for (shard, fence) in w.borrow().fences() {
+            let reply = s
+                .call("owner", serde_json::json!({"key": format!("split-{shard}")}))
+                .await;
+            assert_eq!(reply["holder"], *name, "{reply}");
+            assert!(reply["revision"].as_u64().unwrap() >= fence, "{reply}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_join_moves_only_the_shards_it_must_and_a_graceful_leave_hands_over() {
+    let s = Setup::start().await;
+    let client = LeaseClient::new(s.client.clone());
+    let count = 12;
+    let a = member(&client, "join", count, "j-a");
+    let b = member(&client, "join", count, "j-b");
+    let before = converged(count, &[("j-a", a.watch()), ("j-b", b.watch())]).await;
+
+    let c = member(&client, "join", count, "j-c");
+    let members = [("j-a", a.watch()), ("j-b", b.watch()), ("j-c", c.watch())];
+    let after = converged(count, &members).await;
+    let moved: usize = ["j-a", "j-b"]
+        .iter()
+        .map(|m| before[*m].difference(&after[*m]).count())
+        .sum();
+    assert_eq!(after["j-c"].len(), 4, "{after:?}");
+    // The newcomer's 4 must move; a shift between the others is allowed
+    // only as far as the assignment's own bound.
+    assert!((4..=6).contains(&moved), "moved {moved}: {before:?} -> {after:?}");
+
+    // c leaves gracefully: every one of its shards changes hands by a
+    // transfer (an `acquired` change naming the new holder), not by expiry.
+    let mut events = s
+        .client
+        .subscribe(dagnats_leases_client::ChangeEvent::subject(None))
+        .await
+        .unwrap();
+    let leaving = after["j-c"].clone();
+    c.shutdown().await;
+    let back = converged(count, &[("j-a", a.watch()), ("j-b", b.watch())]).await;
+    assert_eq!(back, before, "a leave restores the assignment without c");
+    let mut handed: BTreeSet<u32> = BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while handed != leaving {
+        let msg = tokio::time::timeout_at(deadline, events.next())
+            .await
+            .expect("a transfer for every shard c owned")
+            .unwrap();
+        let Some(change) = changes::from_message(&msg) else {
+            continue;
+        };
+        assert_ne!(change.event, ChangeKind::Expired, "{change:?}");
+        if change.event == ChangeKind::Acquired
+            && let Some(shard) = change.key.strip_prefix("join-")
+            && let Ok(shard) = shard.parse::<u32>()
+            && leaving.contains(&shard)
+        {
+            assert_ne!(change.holder.as_deref(), Some("j-c"), "{change:?}");
+            handed.insert(shard);
+        }
+    }
+}
+
+/// Who holds each shard of `group`, by the leases themselves.
+async fn lease_split(client: &LeaseClient, group: &str) -> BTreeMap<String, BTreeSet<u32>> {
+    let mut split: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
+    let prefix = format!("{group}-");
+    let Ok(list) = client.list(&prefix, None, None).await else {
+        return split;
+    };
+    for lease in list.leases {
+        if let Ok(shard) = lease.key[prefix.len()..].parse::<u32>() {
+            split.entry(lease.holder).or_default().insert(shard);
+        }
+    }
+    split
+}
+
+#[tokio::test]
+async fn a_crashed_member_drops_out_by_ttl_and_its_shards_are_taken() {
+    let s = Setup::start().await;
+    let client = LeaseClient::new(s.client.clone());
+    let url = s.server.url.clone();
+    let mut crashing = command(
+        &url,
+        &["shards", "crash", "--count", "6", "--holder", "x-dead", "--ttl-ms", "3000", "--json"],
+    )
+    .stdout(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let a = member(&client, "crash", 6, "x-a");
+    let names = ["x-a".to_string(), "x-dead".to_string()];
+    let expected = {
+        let mut split: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
+        for (shard, index) in assign(6, &names).into_iter().enumerate() {
+            split.entry(names[index].clone()).or_default().insert(shard as u32);
+        }
+        split
+    };
+    eventually("both members to hold their shards", Duration::from_secs(20), || {
+        let (client, expected) = (client.clone(), expected.clone());
+        async move { (lease_split(&client, "crash").await == expected).then_some(()) }
+    })
+    .await;
+    crashing.kill().unwrap(); // kill -9: no hand-over
+    crashing.wait().unwrap();
+    let alone = converged(6, &[("x-a", a.watch())]).await;
+    assert_eq!(alone["x-a"].len(), 6);
+}
+
+#[tokio::test]
+async fn the_cli_prints_the_owned_set_and_hands_over_on_sigterm() {
+    let s = Setup::start().await;
+    let url = s.server.url.clone();
+    let mut child = command(
+        &url,
+        &["shards", "cli", "--count", "4", "--holder", "c-one", "--ttl-ms", "3000", "--json"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let lines = std::thread::spawn(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
+    });
+    let client = LeaseClient::new(s.client.clone());
+    eventually("the CLI member to own all 4 shards", Duration::from_secs(15), || {
+        let client = client.clone();
+        async move {
+            let list = client.list("cli-", None, None).await.ok()?;
+            let held = list.leases.iter().filter(|l| l.holder == "c-one").count();
+            (held == 5).then_some(())
+        }
+    })
+    .await;
+    let other = member(&client, "cli", 4, "c-two");
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = child.wait().unwrap();
+    assert!(exit.success(), "{exit:?}");
+    let split = converged(4, &[("c-two", other.watch())]).await;
+    assert_eq!(split["c-two"].len(), 4);
+    let lines = lines.join().unwrap();
+    let first: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(first["group"], "cli");
+    assert_eq!(first["holder"], "c-one");
+    let full = lines
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["owned"] == serde_json::json!([0, 1, 2, 3]))
+        .expect("a line with all four shards");
+    for i in 0..4 {
+        assert!(full["fences"][i.to_string()].as_u64().unwrap() > 0, "{full}");
+    }
+    let last: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+    assert_eq!(last["owned"], serde_json::json!([]));
+}
+
+#[tokio::test]
+async fn bad_group_options_are_refused_before_anything_is_sent() {
+    let s = Setup::start().await;
+    let client = LeaseClient::new(s.client.clone());
+    for (group, count, holder) in [
+        ("g", 0, "h"),
+        ("g.x", 2, "h"),
+        ("g", 2, "h.x"),
+        (&*"g".repeat(126), 100, "h"),
+    ] {
+        let refused = ShardGroup::start(
+            client.clone(),
+            ShardOptions {
+                group: group.into(),
+                count,
+                holder: holder.into(),
+                ttl: TTL,
+            },
+        );
+        assert!(refused.is_err(), "{group} {count} {holder}");
+    }
+}
