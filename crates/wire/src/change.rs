@@ -43,7 +43,8 @@ impl ChangeKind {
     }
 }
 
-/// One change of one key.
+/// One change of one key, as a message on `dagnats.lease.changed.<key>`
+/// says it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChangeEvent {
