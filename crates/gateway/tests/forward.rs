@@ -117,6 +117,25 @@ async fn three_stale_rejects_give_owner_rejected_after_exactly_three_requests() 
 }
 
 #[tokio::test]
+async fn a_reject_is_recognised_whatever_the_case_of_its_name_and_value() {
+    let s = Setup::start().await;
+    let lease = acquire(&s, "k", "lower").await;
+    let owner = Owner::start(
+        &s.client,
+        "lower",
+        Answer::RejectSpelled("dagnats-lease-reject", "STALE"),
+    )
+    .await;
+    let reply = s.call("forward", forward("k", b"x", 3000)).await;
+    assert_owner_error(&reply, "owner_rejected", "lower", &lease["revision"]);
+    assert_eq!(
+        owner.received(),
+        3,
+        "each reject is retried like the canonical one"
+    );
+}
+
+#[tokio::test]
 async fn a_timed_out_owner_receives_exactly_one_request() {
     let s = Setup::start().await;
     let lease = acquire(&s, "k", "slow").await;

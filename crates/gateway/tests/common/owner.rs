@@ -16,6 +16,9 @@ pub enum Answer {
     Bytes(usize),
     /// `Dagnats-Lease-Reject: stale`, empty body.
     Reject,
+    /// An empty body with the reject header spelled as given (name, value),
+    /// as an owner whose client changes the case of header names would.
+    RejectSpelled(&'static str, &'static str),
     /// Never.
     Silent,
 }
@@ -56,6 +59,10 @@ impl Owner {
                     Answer::Bytes(n) => vec![b'x'; n],
                     Answer::Reject => {
                         headers.insert("Dagnats-Lease-Reject", "stale");
+                        Vec::new()
+                    }
+                    Answer::RejectSpelled(name, value) => {
+                        headers.insert(name, value);
                         Vec::new()
                     }
                     Answer::Silent => continue,
