@@ -209,10 +209,10 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
         core: core.clone(),
         client: client.clone(),
         events,
-        tokens: http::auth::Tokens {
-            write: http_settings.write_token.clone(),
-            read: http_settings.read_token.clone(),
-        },
+        tokens: http::auth::Tokens::new(
+            http_settings.write_token.as_deref(),
+            http_settings.read_token.as_deref(),
+        ),
         metrics: metrics::handle(),
         heartbeat: http_settings.heartbeat,
         stop: stop.clone(),
