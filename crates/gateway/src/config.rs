@@ -71,6 +71,13 @@ pub struct Config {
     #[arg(long, env = "DAGNATS_SSE_BUFFER", default_value_t = 1_024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub sse_buffer: u64,
 
+    /// Milliseconds a call already delivered may still run once shutdown
+    /// begins; one still running then answers `internal` ("the gateway is
+    /// stopping") rather than silence. Below Kubernetes' 30 s default
+    /// termination grace, with room for the NATS drain after it.
+    #[arg(long, env = "DAGNATS_SHUTDOWN_GRACE_MS", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub shutdown_grace_ms: u64,
+
     /// Log filter, e.g. `info` or `dagnats_leases=debug`.
     #[arg(long, env = "DAGNATS_LOG", default_value = "info")]
     pub log: String,
@@ -151,6 +158,11 @@ impl Config {
             replicas: self.replicas.map(usize::from),
             marker_ttl: MARKER_TTL,
         }
+    }
+
+    /// How long calls in flight may run once shutdown begins.
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
     }
 
     /// What the HTTP front needs of these settings.

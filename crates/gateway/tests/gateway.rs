@@ -5,6 +5,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::owner::{Answer, Owner};
 use common::{Gateway, NatsServer, ServerOptions, call, client, eventually, stream_info, try_call};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -155,6 +156,49 @@ async fn sigterm_finishes_in_flight_requests_and_exits_0() {
         }
     }
     assert!(answered > 0, "some requests were in flight");
+}
+
+#[tokio::test]
+async fn a_call_still_running_when_the_shutdown_grace_ends_answers_internal() {
+    let server = NatsServer::start().await;
+    let env = [("DAGNATS_SHUTDOWN_GRACE_MS", "200")];
+    let gateway = Gateway::start_with(&server.url, &[], &env).await;
+    let c = client(&server.url).await;
+    let lease = json!({"key": "k", "holder": "mute", "ttl_ms": 30000});
+    assert_eq!(call(&c, "acquire", lease).await["granted"], true);
+    let owner = Owner::start(&c, "mute", Answer::Silent).await;
+    let pending = tokio::spawn({
+        let c = c.clone();
+        async move {
+            let body = json!({"key": "k", "payload": "", "timeout_ms": 30000});
+            // Below the forward's own 30 s: only the grace can answer first.
+            tokio::time::timeout(
+                Duration::from_secs(20),
+                c.request("api.leases.forward", body.to_string().into()),
+            )
+            .await
+        }
+    });
+    eventually(
+        "the forward to reach the owner",
+        Duration::from_secs(10),
+        || {
+            let arrived = owner.received() == 1;
+            async move { arrived.then_some(()) }
+        },
+    )
+    .await;
+    let status = gateway.terminate().await;
+    assert!(status.success(), "exit status {status}");
+    let reply = pending
+        .await
+        .unwrap()
+        .expect("answered before the forward's own timeout")
+        .expect("a reply, not silence");
+    let reply: Value = serde_json::from_slice(&reply.payload).unwrap();
+    assert_eq!(reply["kind"], "internal", "{reply}");
+    let error = reply["error"].as_str().unwrap();
+    assert!(error.contains("the gateway is stopping"), "{reply}");
 }
 
 #[tokio::test]

@@ -232,6 +232,7 @@ const GATEWAY_ENV: &[&str] = &[
     "DAGNATS_HTTP_CORS_ORIGINS",
     "DAGNATS_SSE_HEARTBEAT_MS",
     "DAGNATS_SSE_BUFFER",
+    "DAGNATS_SHUTDOWN_GRACE_MS",
 ];
 
 /// One `dagnats-leases serve` process.
