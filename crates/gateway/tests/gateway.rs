@@ -121,6 +121,53 @@ async fn two_gateways_answer_each_request_exactly_once() {
     assert_eq!(seen, vec![1; N], "replies per request");
 }
 
+/// A loopback port nobody listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test]
+async fn the_lease_subjects_are_subscribed_in_queue_group_dagnats_leases() {
+    let monitor = free_port();
+    let server = NatsServer::start_with(ServerOptions {
+        extra_args: vec!["-m".into(), monitor.to_string()],
+        ..ServerOptions::default()
+    })
+    .await;
+    let _a = Gateway::start(&server.url).await;
+    let _b = Gateway::start(&server.url).await;
+    // The server's own list of subscriptions, not the replies they cause.
+    let url = format!("http://127.0.0.1:{monitor}/subsz?subs=1");
+    let subsz: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+    let lease_subs: Vec<&Value> = subsz["subscriptions_list"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{subsz}"))
+        .iter()
+        .filter(|sub| sub["subject"].as_str().unwrap().starts_with("api.leases."))
+        .collect();
+    let mut subjects: Vec<&str> = lease_subs
+        .iter()
+        .map(|sub| sub["subject"].as_str().unwrap())
+        .collect();
+    subjects.sort_unstable();
+    let mut expected: Vec<String> = OPS
+        .iter()
+        .flat_map(|op| [format!("api.leases.{op}"), format!("api.leases.{op}")])
+        .collect();
+    expected.sort_unstable();
+    assert_eq!(
+        subjects, expected,
+        "each gateway subscribes each subject once"
+    );
+    for sub in lease_subs {
+        assert_eq!(sub["qgroup"], "dagnats-leases", "{sub}");
+    }
+}
+
 #[tokio::test]
 async fn sigterm_finishes_in_flight_requests_and_exits_0() {
     let server = NatsServer::start().await;

@@ -19,6 +19,9 @@ pub enum Answer {
     /// An empty body with the reject header spelled as given (name, value),
     /// as an owner whose client changes the case of header names would.
     RejectSpelled(&'static str, &'static str),
+    /// `Dagnats-Lease-Reject: stale`, each only after this long (requests
+    /// are answered one at a time).
+    RejectAfter(std::time::Duration),
     /// Never.
     Silent,
 }
@@ -63,6 +66,11 @@ impl Owner {
                     }
                     Answer::RejectSpelled(name, value) => {
                         headers.insert(name, value);
+                        Vec::new()
+                    }
+                    Answer::RejectAfter(delay) => {
+                        tokio::time::sleep(delay).await;
+                        headers.insert("Dagnats-Lease-Reject", "stale");
                         Vec::new()
                     }
                     Answer::Silent => continue,
