@@ -139,7 +139,8 @@ async fn a_non_loopback_address_with_a_write_token_starts_and_asks_for_it() {
 #[tokio::test]
 async fn http_insecure_serves_a_non_loopback_address_without_a_token() {
     let server = NatsServer::start().await;
-    let ways: [(&[&str], &[(&str, &str)]); 2] = [
+    type Way<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+    let ways: [Way; 2] = [
         (&["--http-insecure"], &[ANY_ADDRESS]),
         (&[], &[ANY_ADDRESS, ("DAGNATS_HTTP_INSECURE", "1")]),
     ];
