@@ -14,12 +14,14 @@
 //! - [`FenceGate`] (`fence`): accepts a write only if its fence is the
 //!   highest seen.
 //! - [`changes`]: the change events of `dagnats.lease.changed.<key>`.
+//! - [`headers`]: the seed's headers read whatever the case of their name.
 //!
 //! The wire types themselves are re-exported as [`wire`].
 
 mod calls;
 pub mod changes;
 mod fence;
+pub mod headers;
 mod inbox;
 mod keeper;
 

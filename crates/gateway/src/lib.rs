@@ -182,6 +182,9 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
         .map_err(|err| RunError::Nats(err.to_string()))?;
 
     let stop = CancellationToken::new();
+    // Fires `shutdown_grace` after `stop`: calls still running answer
+    // `internal` rather than keep the process (and their callers) waiting.
+    let give_up = CancellationToken::new();
     let tasks = TaskTracker::new();
     let (store, provisioner) = store::store(client.clone(), config.bucket(), STORE_TIMEOUT);
     let core = LeaseCore::new(store, owner_hop::OwnerInbox::new(client.clone()));
@@ -209,33 +212,40 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
         core: core.clone(),
         client: client.clone(),
         events,
-        tokens: http::auth::Tokens {
-            write: http_settings.write_token.clone(),
-            read: http_settings.read_token.clone(),
-        },
+        tokens: http::auth::Tokens::new(
+            http_settings.write_token.as_deref(),
+            http_settings.read_token.as_deref(),
+        ),
         metrics: metrics::handle(),
         heartbeat: http_settings.heartbeat,
         stop: stop.clone(),
+        give_up: give_up.clone(),
     };
     let app = http::app(state, &http_settings);
     tracing::info!("HTTP listening on {http_addr}");
     let http_server = tokio::spawn(http::serve(listener, app, stop.clone()));
 
     let front = tokio::spawn({
-        let (client, core, tasks, stop) =
-            (client.clone(), core.clone(), tasks.clone(), stop.clone());
+        let (client, core, tasks, stop, give_up) = (
+            client.clone(),
+            core.clone(),
+            tasks.clone(),
+            stop.clone(),
+            give_up.clone(),
+        );
         async move {
             match nats::subscribe(&client).await {
                 Ok(subs) => {
                     tracing::info!("serving lease requests on api.leases.*");
                     serving_tx.send_replace(true);
-                    nats::serve(client, core, subs, tasks, stop).await;
+                    nats::serve(client, core, subs, tasks, stop, give_up).await;
                 }
                 Err(err) => tracing::error!(%err, "could not subscribe to the lease subjects"),
             }
         }
     });
 
+    let grace = config.shutdown_grace();
     let done = tokio::spawn({
         let stop = stop.clone();
         async move {
@@ -249,6 +259,8 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
             };
             shut_down(Parts {
                 stop,
+                give_up,
+                grace,
                 front,
                 http_server,
                 relay,
@@ -272,6 +284,8 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
 /// The tasks and connection of a running gateway, for [`shut_down`].
 struct Parts {
     stop: CancellationToken,
+    give_up: CancellationToken,
+    grace: Duration,
     front: JoinHandle<()>,
     http_server: JoinHandle<()>,
     relay: JoinHandle<()>,
@@ -284,6 +298,8 @@ struct Parts {
 async fn shut_down(parts: Parts) {
     let Parts {
         stop,
+        give_up,
+        grace,
         front,
         http_server,
         relay,
@@ -293,6 +309,12 @@ async fn shut_down(parts: Parts) {
     } = parts;
     tracing::info!("shutting down: no new requests, finishing the ones in flight");
     stop.cancel();
+    // "dagnats stopping mid-call is internal": past the grace, calls still
+    // running answer so, on both fronts, instead of holding the exit.
+    let give_up_later = tokio::spawn(async move {
+        tokio::time::sleep(grace).await;
+        give_up.cancel();
+    });
     // Draining the subscriptions needs the server's answer; while NATS is
     // unreachable there is nothing to drain, so do not wait forever.
     if tokio::time::timeout(NATS_GRACE, front).await.is_err() {
@@ -302,9 +324,11 @@ async fn shut_down(parts: Parts) {
     // streams end at `stop`.
     let _ = http_server.await;
     let _ = relay.await;
-    // In-flight calls end on their own timeouts (store and forward).
+    // In-flight calls end on their own timeouts (store and forward), or at
+    // the grace.
     tasks.close();
     tasks.wait().await;
+    give_up_later.abort();
     provisioning.abort();
     let flushed = tokio::time::timeout(NATS_GRACE, client.flush()).await;
     if !matches!(flushed, Ok(Ok(()))) {

@@ -8,14 +8,16 @@ use std::time::Duration;
 use async_nats::{Client, HeaderMap, RequestErrorKind};
 use bytes::Bytes;
 
-use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_REJECT, REJECT_STALE, inbox_subject};
+use dagnats_leases_client::headers;
+use dagnats_leases_wire::names::{HEADER_FENCE, inbox_subject};
 
 /// What one attempt at the owner came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HopOutcome {
     /// The owner answered; its body (headers are not relayed).
     Replied(Bytes),
-    /// The owner refused with `Dagnats-Lease-Reject: stale`: not processed.
+    /// The owner refused with `Dagnats-Lease-Reject: stale` (name and value
+    /// in any case): not processed.
     Rejected,
     /// Nobody subscribes on the inbox: not processed.
     NoResponders,
@@ -82,12 +84,7 @@ impl OwnerInbox {
             .await
         {
             Ok(reply) => {
-                let rejected = reply
-                    .headers
-                    .as_ref()
-                    .and_then(|h| h.get(HEADER_REJECT))
-                    .is_some_and(|v| v.as_str() == REJECT_STALE);
-                if rejected {
+                if headers::is_stale_reject(reply.headers.as_ref()) {
                     HopOutcome::Rejected
                 } else {
                     HopOutcome::Replied(reply.payload)

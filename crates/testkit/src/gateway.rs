@@ -26,10 +26,12 @@ const GATEWAY_ENV: &[&str] = &[
     "DAGNATS_LOG_FORMAT",
     "DAGNATS_HTTP_ADDR",
     "DAGNATS_HTTP_TOKEN",
+    "DAGNATS_HTTP_INSECURE",
     "DAGNATS_HTTP_READ_TOKEN",
     "DAGNATS_HTTP_CORS_ORIGINS",
     "DAGNATS_SSE_HEARTBEAT_MS",
     "DAGNATS_SSE_BUFFER",
+    "DAGNATS_SHUTDOWN_GRACE_MS",
 ];
 
 /// How to start the gateway: a program and the arguments before `serve`'s

@@ -26,6 +26,11 @@ pub enum LeaseError {
     /// sentence is generic; the cause went to the log.
     #[error("internal error; the gateway log has the details")]
     Internal,
+    /// `internal` too: the call was still running when the gateway's
+    /// shutdown grace ran out ("dagnats stopping mid-call is internal").
+    /// Its outcome is unknown, as after any `internal`.
+    #[error("the gateway is stopping; the call may or may not have taken effect")]
+    Stopping,
     /// `not_held` (forward): nobody holds the key.
     #[error("nobody holds {0}")]
     NotHeld(String),
@@ -129,7 +134,7 @@ impl LeaseError {
             LeaseError::Lost(_) => Kind::Lost,
             LeaseError::Unsupported { .. } => Kind::Unsupported,
             LeaseError::Unavailable(_) => Kind::Unavailable,
-            LeaseError::Internal => Kind::Internal,
+            LeaseError::Internal | LeaseError::Stopping => Kind::Internal,
             LeaseError::NotHeld(_) => Kind::NotHeld,
             LeaseError::OwnerUnavailable(_) => Kind::OwnerUnavailable,
             LeaseError::OwnerTimeout(_) => Kind::OwnerTimeout,

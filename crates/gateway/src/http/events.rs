@@ -5,6 +5,10 @@
 //! `?key=K` keeps one key, `?ownership=true` drops `renewed`. A client
 //! sending `Last-Event-ID: R` first gets the current state of every held
 //! key whose revision is above R, then the live stream.
+//!
+//! Both answer `unsupported` or `unavailable` when the bucket cannot serve,
+//! like every other lease endpoint: a 200 with an empty stream would tell a
+//! watcher that nothing changes when nothing can.
 
 use std::convert::Infallible;
 
@@ -63,6 +67,7 @@ pub async fn events(
     QueryOf(query): QueryOf<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    s.core.ready()?;
     let after = last_event_id(&headers)?;
     let filter = Filter {
         key: query.key,
@@ -99,9 +104,12 @@ pub async fn events(
     responses(
         (status = 200, description = "Recent changes, oldest first", body = RecentChanges),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn recent(State(s): State<AppState>) -> Json<RecentChanges> {
-    Json(s.events.recent())
+pub async fn recent(State(s): State<AppState>) -> Result<Json<RecentChanges>, ApiError> {
+    s.core.ready()?;
+    Ok(Json(s.events.recent()))
 }
 
 /// The revision a reconnecting client saw last.

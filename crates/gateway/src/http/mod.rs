@@ -22,7 +22,7 @@ pub mod ops;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{HeaderName, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::Response;
@@ -74,6 +74,9 @@ pub struct AppState {
     pub heartbeat: Duration,
     /// Ends every event stream when the gateway stops.
     pub stop: CancellationToken,
+    /// Fires when the shutdown grace runs out: requests still running
+    /// answer `internal` ("the gateway is stopping").
+    pub give_up: CancellationToken,
 }
 
 /// The whole HTTP application.
@@ -88,6 +91,8 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
         .merge(dashboard::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // Inside `measure`, so a call stopped at the grace is counted.
+        .layer(middleware::from_fn_with_state(state.clone(), stopping))
         .layer(middleware::from_fn(measure))
         .layer(middleware::from_fn(timeout))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
@@ -180,6 +185,25 @@ fn op_name(route: Option<&str>, delete: bool) -> &'static str {
         Some("/v1/events/recent") => "recent",
         Some(_) => "ops",
         None => "unrouted",
+    }
+}
+
+/// Answers `internal` ("the gateway is stopping") for a request still
+/// running when the shutdown grace runs out, rather than holding the exit
+/// or dropping the connection. An event stream has answered already; its
+/// body ends at `stop`.
+async fn stopping(
+    State(s): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    tokio::select! {
+        biased;
+        response = next.run(req) => Ok(response),
+        () = s.give_up.cancelled() => {
+            tracing::warn!("a request was still running when the shutdown grace ran out");
+            Err(LeaseError::Stopping.into())
+        }
     }
 }
 

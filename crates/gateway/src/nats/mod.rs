@@ -12,7 +12,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::core::{ErrorBody, LeaseCore};
+use crate::core::{ErrorBody, LeaseCore, LeaseError};
 use crate::metrics;
 use dagnats_leases_wire::names::{
     QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
@@ -76,13 +76,16 @@ pub async fn subscribe(client: &Client) -> Result<Vec<(Op, Subscriber)>, async_n
 /// Answers requests until `shutdown`, then drains: the server stops
 /// sending this gateway requests (the queue group sends them to the others)
 /// and the ones already delivered are still answered. Handlers run on
-/// `tasks`, which the caller awaits before draining the connection.
+/// `tasks`, which the caller awaits before draining the connection; once
+/// `give_up` fires, a handler still running answers `internal` ("the
+/// gateway is stopping") at once.
 pub async fn serve(
     client: Client,
     core: LeaseCore,
     subs: Vec<(Op, Subscriber)>,
     tasks: TaskTracker,
     shutdown: CancellationToken,
+    give_up: CancellationToken,
 ) {
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let front = Front {
@@ -90,6 +93,7 @@ pub async fn serve(
         core,
         tasks,
         permits,
+        give_up,
     };
     let loops = subs
         .into_iter()
@@ -103,6 +107,8 @@ struct Front {
     core: LeaseCore,
     tasks: TaskTracker,
     permits: Arc<Semaphore>,
+    /// Fires when the shutdown grace runs out.
+    give_up: CancellationToken,
 }
 
 enum Step {
@@ -130,8 +136,9 @@ impl Front {
                 Step::Request(Some(msg)) => {
                     let permit = self.permits.clone().acquire_owned().await;
                     let (client, core) = (self.client.clone(), self.core.clone());
+                    let give_up = self.give_up.clone();
                     self.tasks.spawn(async move {
-                        answer(&client, &core, op, msg).await;
+                        answer(&client, &core, op, msg, &give_up).await;
                         drop(permit);
                     });
                 }
@@ -141,26 +148,43 @@ impl Front {
     }
 }
 
-async fn answer(client: &Client, core: &LeaseCore, op: Op, msg: Message) {
+async fn answer(
+    client: &Client,
+    core: &LeaseCore,
+    op: Op,
+    msg: Message,
+    give_up: &CancellationToken,
+) {
     let Some(reply_to) = msg.reply.clone() else {
         tracing::debug!(subject = %msg.subject, "request without a reply subject ignored");
         return;
     };
-    let body = handle(core, op, &msg.payload).await;
+    let body = handle(core, op, &msg.payload, give_up).await;
     if let Err(err) = client.publish(reply_to, body.into()).await {
         tracing::warn!(%err, op = ?op, "could not send reply");
     }
 }
 
-/// Runs one request, encodes its reply or error, and counts it.
-async fn handle(core: &LeaseCore, op: Op, body: &[u8]) -> Vec<u8> {
+/// Runs one request, encodes its reply or error, and counts it; stops it
+/// with `internal` when `give_up` fires first.
+async fn handle(core: &LeaseCore, op: Op, body: &[u8], give_up: &CancellationToken) -> Vec<u8> {
     let started = Instant::now();
-    let (reply, kind) = match op {
-        Op::Acquire => encode(async { core.acquire(decode(body)?).await }.await),
-        Op::Renew => encode(async { core.renew(decode(body)?).await }.await),
-        Op::Release => encode(async { core.release(decode(body)?).await }.await),
-        Op::Owner => encode(async { core.owner(decode(body)?).await }.await),
-        Op::Forward => encode(async { core.forward(decode(body)?).await }.await),
+    let run = async {
+        match op {
+            Op::Acquire => encode(async { core.acquire(decode(body)?).await }.await),
+            Op::Renew => encode(async { core.renew(decode(body)?).await }.await),
+            Op::Release => encode(async { core.release(decode(body)?).await }.await),
+            Op::Owner => encode(async { core.owner(decode(body)?).await }.await),
+            Op::Forward => encode(async { core.forward(decode(body)?).await }.await),
+        }
+    };
+    let (reply, kind) = tokio::select! {
+        biased;
+        done = run => done,
+        () = give_up.cancelled() => {
+            tracing::warn!(op = op.name(), "a call was still running when the shutdown grace ran out");
+            encode(Err::<(), _>(LeaseError::Stopping))
+        }
     };
     metrics::request(metrics::Front::Nats, op.name(), kind, started.elapsed());
     reply
