@@ -39,6 +39,7 @@ mod telemetry;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -184,7 +185,10 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
     let stop = CancellationToken::new();
     let tasks = TaskTracker::new();
     let (store, provisioner) = store::store(client.clone(), config.bucket(), STORE_TIMEOUT);
-    let core = LeaseCore::new(store, owner_hop::OwnerInbox::new(client.clone()));
+    let core = LeaseCore::new(
+        Arc::new(store),
+        Arc::new(owner_hop::OwnerInbox::new(client.clone())),
+    );
     let mut provisioning = tokio::spawn(store::keep_provisioned(provisioner, stop.child_token()));
 
     let events = events::Events::new(http_settings.sse_buffer);

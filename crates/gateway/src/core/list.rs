@@ -31,27 +31,24 @@ impl LeaseCore {
         keys.retain(|key| prefix.matches(key));
         keys.sort();
         let reads = futures::stream::iter(keys)
-            .map(|key| {
-                let bucket = bucket.clone();
-                async move {
-                    let entry = self.read(&bucket, &key).await?;
-                    Ok::<_, LeaseError>(match entry {
-                        Some(Entry::Held {
-                            seq,
-                            renewed,
-                            record,
-                            stored_at,
-                        }) => {
-                            let kind = if renewed {
-                                ChangeKind::Renewed
-                            } else {
-                                ChangeKind::Acquired
-                            };
-                            Some((kind, record.lease(&key, seq, Some(stored_at))))
-                        }
-                        _ => None,
-                    })
-                }
+            .map(|key| async move {
+                let entry = self.read(bucket, &key).await?;
+                Ok::<_, LeaseError>(match entry {
+                    Some(Entry::Held {
+                        seq,
+                        renewed,
+                        record,
+                        stored_at,
+                    }) => {
+                        let kind = if renewed {
+                            ChangeKind::Renewed
+                        } else {
+                            ChangeKind::Acquired
+                        };
+                        Some((kind, record.lease(&key, seq, Some(stored_at))))
+                    }
+                    _ => None,
+                })
             })
             .buffered(READS_IN_FLIGHT);
         let found: Vec<_> = reads.try_collect().await?;

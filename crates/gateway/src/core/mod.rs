@@ -4,10 +4,13 @@
 //! input), call [`LeaseCore`], and encode the reply or the [`LeaseError`].
 
 mod error;
+#[cfg(test)]
+mod fakes;
 mod forward;
 mod known;
 mod leases;
 mod list;
+pub(crate) mod ports;
 
 pub use dagnats_leases_wire::kind::ErrorBody;
 pub use error::{ForwardError, LeaseError};

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::core::ports::{StoreError, Write};
 use async_nats::connection::State;
 use async_nats::{Client, HeaderMap, HeaderName, RequestErrorKind};
 use base64::Engine;
@@ -69,32 +70,8 @@ struct KeyReads {
 
 type ReadOutcome = Result<(u64, Option<Entry>), StoreError>;
 
-/// Why a store call failed, in the core's terms.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreError {
-    /// The compare-and-set lost: the key's last sequence was not the one expected.
-    Conflict,
-    /// JetStream cannot serve now (disconnected, no leader, timed out).
-    Unavailable(String),
-    /// The bucket is gone; the provisioner must create it again.
-    BucketMissing,
-    /// A record that does not parse.
-    Corrupt(String),
-    /// An answer this adapter does not understand.
-    Unexpected(String),
-}
-
-/// One write: the record body and the headers that go with it.
-pub struct Write {
-    pub event: WriteEvent,
-    /// Whole seconds: every write carries a TTL, so no record outlives it.
-    pub ttl_secs: u64,
-    pub body: Vec<u8>,
-}
-
-/// A handle on the bucket; cheap to clone.
-#[derive(Clone)]
-pub struct Bucket {
+/// A handle on the bucket.
+pub(super) struct Bucket {
     client: Client,
     timeout: Duration,
     /// Highest revision seen by this gateway: if the bucket must ever be
@@ -156,7 +133,7 @@ struct StoredMessage {
 }
 
 impl Bucket {
-    pub(crate) fn new(
+    pub(super) fn new(
         client: Client,
         timeout: Duration,
         highest_seen: Arc<AtomicU64>,
@@ -179,7 +156,7 @@ impl Bucket {
     /// read of a key runs at a time, and the reads that arrived while it
     /// ran share the next one: it starts after they arrived and its barrier
     /// lands before they answer, so its answer is current for each of them.
-    pub async fn last(&self, key: &str) -> Result<Option<Entry>, StoreError> {
+    pub(super) async fn last(&self, key: &str) -> Result<Option<Entry>, StoreError> {
         if !self.confirm_reads {
             return self.read(key).await.map(|(_, entry)| entry);
         }
@@ -303,7 +280,7 @@ impl Bucket {
 
     /// Every key that has a message in the bucket (held, released or
     /// expired), from the stream leader's `STREAM.INFO`, page by page.
-    pub async fn keys(&self) -> Result<Vec<String>, StoreError> {
+    pub(super) async fn keys(&self) -> Result<Vec<String>, StoreError> {
         let subject = format!("$JS.API.STREAM.INFO.{STREAM}");
         let prefix = key_subject("");
         let mut keys = Vec::new();
@@ -336,7 +313,12 @@ impl Bucket {
 
     /// Writes `write` to `key` if the key's last sequence is `expected`
     /// (0: the key has no message), and returns the new revision.
-    pub async fn write(&self, key: &str, expected: u64, write: Write) -> Result<u64, StoreError> {
+    pub(super) async fn write(
+        &self,
+        key: &str,
+        expected: u64,
+        write: Write,
+    ) -> Result<u64, StoreError> {
         // Names made once: parsing a name on every write was a few
         // percent of a renew (callgrind).
         const EXPECTED_SEQ: HeaderName = HeaderName::from_static(HEADER_EXPECTED_SEQ);
