@@ -50,10 +50,6 @@ use tokio_util::task::TaskTracker;
 pub use config::Config;
 use core::LeaseCore;
 pub use telemetry::init as init_logs;
-/// How long one JetStream request may take before the call answers
-/// `unavailable`; below a client's usual 5 s request timeout, so callers
-/// hear why rather than time out.
-const STORE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Completes on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
@@ -184,7 +180,7 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
 
     let stop = CancellationToken::new();
     let tasks = TaskTracker::new();
-    let (store, provisioner) = store::store(client.clone(), config.bucket(), STORE_TIMEOUT);
+    let (store, provisioner) = store::store(client.clone(), config.bucket());
     let core = LeaseCore::new(
         Arc::new(store),
         Arc::new(owner_hop::OwnerInbox::new(client.clone())),

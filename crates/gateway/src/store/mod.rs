@@ -9,6 +9,7 @@
 //! [`StoreError`], once, in `bucket.rs`.
 
 mod bucket;
+mod jsapi;
 mod provision;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::ports::{Availability, Records, StoreError, Write};
 use bucket::Bucket;
 use dagnats_leases_wire::record::Entry;
+use jsapi::JetStream;
 use provision::Provisioned;
 pub(crate) use provision::{BucketSettings, Refusal};
 
@@ -102,15 +104,10 @@ pub(crate) struct Provisioner {
     state: watch::Sender<State>,
     repair: Arc<Notify>,
     highest_seen: Arc<AtomicU64>,
-    request_timeout: Duration,
 }
 
 /// A store and the provisioner that keeps it current.
-pub(crate) fn store(
-    client: Client,
-    settings: BucketSettings,
-    request_timeout: Duration,
-) -> (Store, Provisioner) {
+pub(crate) fn store(client: Client, settings: BucketSettings) -> (Store, Provisioner) {
     let (state, rx) = watch::channel(State::Unavailable(
         "the leases bucket is not provisioned yet".into(),
     ));
@@ -125,7 +122,6 @@ pub(crate) fn store(
         state,
         repair,
         highest_seen: Arc::new(AtomicU64::new(0)),
-        request_timeout,
     };
     (store, provisioner)
 }
@@ -143,24 +139,21 @@ pub(crate) async fn keep_provisioned(
     p: Provisioner,
     shutdown: CancellationToken,
 ) -> Result<(), Refusal> {
+    let jetstream = JetStream::new(p.client.clone());
     let mut retry = RETRY_MIN;
     let mut last_note = String::new();
     loop {
         let first_seq = p.highest_seen.load(Ordering::Relaxed) + 1;
         let outcome = if p.client.connection_state() == async_nats::connection::State::Connected {
-            provision::provision(&p.client, &p.settings, first_seq).await?
+            let server_version = p.client.server_info().version;
+            provision::provision(&jetstream, server_version, &p.settings, first_seq).await?
         } else {
             Provisioned::Unavailable("not connected to NATS".into())
         };
         let (availability, wait, note) = match outcome {
             Provisioned::Ready { replicas } => {
                 retry = RETRY_MIN;
-                let bucket = Bucket::new(
-                    p.client.clone(),
-                    p.request_timeout,
-                    p.highest_seen.clone(),
-                    replicas > 1,
-                );
+                let bucket = Bucket::new(jetstream.clone(), p.highest_seen.clone(), replicas > 1);
                 (
                     State::Ready(Arc::new(bucket)),
                     RECHECK,
