@@ -42,10 +42,52 @@ impl Front {
     }
 }
 
+/// What a request asked for, as the `op` label names it: the lease
+/// operations both fronts serve, and the HTTP front's own endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Acquire,
+    Renew,
+    Release,
+    Owner,
+    Forward,
+    /// HTTP only: `DELETE /v1/leases/{key}`.
+    Revoke,
+    /// HTTP only: `GET /v1/leases`.
+    List,
+    /// HTTP only: the change-event stream.
+    Events,
+    /// HTTP only: the recent changes.
+    Recent,
+    /// HTTP only: health, readiness, metrics, docs and the dashboard.
+    Ops,
+    /// HTTP only: no route matched.
+    Unrouted,
+}
+
+impl Op {
+    /// The `op` label.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Op::Acquire => "acquire",
+            Op::Renew => "renew",
+            Op::Release => "release",
+            Op::Owner => "owner",
+            Op::Forward => "forward",
+            Op::Revoke => "revoke",
+            Op::List => "list",
+            Op::Events => "events",
+            Op::Recent => "recent",
+            Op::Ops => "ops",
+            Op::Unrouted => "unrouted",
+        }
+    }
+}
+
 /// Counts one answered request by front, operation and outcome (`ok` or
 /// the error kind), and records its latency.
-pub fn request(front: Front, op: &'static str, kind: &'static str, elapsed: Duration) {
-    let front = front.as_str();
+pub fn request(front: Front, op: Op, kind: &'static str, elapsed: Duration) {
+    let (front, op) = (front.as_str(), op.label());
     metrics::counter!("dagnats_requests_total", "front" => front, "op" => op, "kind" => kind)
         .increment(1);
     metrics::histogram!("dagnats_request_duration_seconds", "front" => front, "op" => op)
@@ -77,5 +119,29 @@ impl SseClient {
 impl Drop for SseClient {
     fn drop(&mut self) {
         metrics::gauge!("dagnats_sse_clients").decrement(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Op;
+
+    #[test]
+    fn every_op_has_its_own_label() {
+        let all = [
+            Op::Acquire,
+            Op::Renew,
+            Op::Release,
+            Op::Owner,
+            Op::Forward,
+            Op::Revoke,
+            Op::List,
+            Op::Events,
+            Op::Recent,
+            Op::Ops,
+            Op::Unrouted,
+        ];
+        let labels: std::collections::HashSet<_> = all.iter().map(|op| op.label()).collect();
+        assert_eq!(labels.len(), all.len());
     }
 }

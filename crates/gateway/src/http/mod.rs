@@ -35,7 +35,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::core::{LeaseCore, LeaseError};
 use crate::events::Events;
-use crate::metrics::{self, Front};
+use crate::metrics::{self, Front, Op};
 use auth::Tokens;
 use error::{ApiError, FailedKind};
 
@@ -146,7 +146,7 @@ async fn method_not_allowed() -> ApiError {
 /// Counts every request by operation and outcome, through the same helper
 /// as the NATS front.
 async fn measure(req: Request, next: Next) -> Response {
-    let op = op_name(
+    let op = op_of(
         req.extensions()
             .get::<MatchedPath>()
             .map(MatchedPath::as_str),
@@ -162,20 +162,20 @@ async fn measure(req: Request, next: Next) -> Response {
     response
 }
 
-/// The operation a route serves, as metrics label it.
-fn op_name(route: Option<&str>, delete: bool) -> &'static str {
+/// The operation a route serves.
+fn op_of(route: Option<&str>, delete: bool) -> Op {
     match route {
-        Some("/v1/leases/{key}/acquire") => "acquire",
-        Some("/v1/leases/{key}/renew") => "renew",
-        Some("/v1/leases/{key}/release") => "release",
-        Some("/v1/leases/{key}/forward") => "forward",
-        Some("/v1/leases/{key}") if delete => "revoke",
-        Some("/v1/leases/{key}") => "owner",
-        Some("/v1/leases") => "list",
-        Some("/v1/events") => "events",
-        Some("/v1/events/recent") => "recent",
-        Some(_) => "ops",
-        None => "unrouted",
+        Some("/v1/leases/{key}/acquire") => Op::Acquire,
+        Some("/v1/leases/{key}/renew") => Op::Renew,
+        Some("/v1/leases/{key}/release") => Op::Release,
+        Some("/v1/leases/{key}/forward") => Op::Forward,
+        Some("/v1/leases/{key}") if delete => Op::Revoke,
+        Some("/v1/leases/{key}") => Op::Owner,
+        Some("/v1/leases") => Op::List,
+        Some("/v1/events") => Op::Events,
+        Some("/v1/events/recent") => Op::Recent,
+        Some(_) => Op::Ops,
+        None => Op::Unrouted,
     }
 }
 
