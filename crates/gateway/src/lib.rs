@@ -6,19 +6,22 @@
 //!
 //! - `core`: the lease operations of the seed and the one error type that
 //!   owns every wire `kind` ([`dagnats_leases_wire::Kind`] has the table).
-//!   It reaches the bucket and the owner hop only through `store` and
-//!   `owner_hop`, and knows nothing of the fronts.
-//! - `store`: the `leases` bucket: provisioning, compare-and-set writes,
-//!   reads through the stream leader, and whether it can serve right now.
-//! - `owner_hop`: forward's one NATS request to the holder's inbox; the
-//!   retry rule around it lives in the core.
+//!   It reaches the bucket and the owner hop only through the seams it owns
+//!   (`core/ports.rs`: `Records`, `OwnerHop`), and knows no transport and
+//!   nothing of the fronts.
+//! - `store`: the `leases` bucket behind `Records`: provisioning,
+//!   compare-and-set writes, reads through the stream leader, and whether
+//!   it can serve right now; `store/jsapi.rs` is the one JetStream caller.
+//! - `owner_hop`: forward's one NATS request to the holder's inbox, behind
+//!   `OwnerHop`; the retry rule around it lives in the core.
 //! - `events`: the one change-event subscription per gateway, each change
 //!   handed to the event-stream clients whose filter wants it.
 //! - `nats`: the NATS front, `api.leases.*` in queue group `dagnats-leases`;
 //!   it decodes, calls the core, encodes.
 //! - `http`: the HTTP front over the same core: REST, forward, Server-Sent
 //!   Events, docs, health, readiness, metrics and the dashboard.
-//! - `metrics`, `telemetry`, [`config`]: counters, logs and settings.
+//! - `metrics` (its `Op` enum owns every `op` label), `telemetry`,
+//!   [`config`]: counters, logs and settings.
 //! - [`cli`]: the ops commands (acquire, owner, watch, hold, ...), on the
 //!   holder library `dagnats-leases-client`.
 //!

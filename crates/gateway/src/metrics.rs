@@ -14,7 +14,7 @@ const LATENCY_BUCKETS: &[f64] = &[
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
 /// The process's recorder, installed on first use; renders `/metrics`.
-pub fn handle() -> PrometheusHandle {
+pub(crate) fn handle() -> PrometheusHandle {
     HANDLE
         .get_or_init(|| {
             PrometheusBuilder::new()
@@ -28,7 +28,7 @@ pub fn handle() -> PrometheusHandle {
 
 /// Which front answered a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Front {
+pub(crate) enum Front {
     Nats,
     Http,
 }
@@ -86,7 +86,7 @@ impl Op {
 
 /// Counts one answered request by front, operation and outcome (`ok` or
 /// the error kind), and records its latency.
-pub fn request(front: Front, op: Op, kind: &'static str, elapsed: Duration) {
+pub(crate) fn request(front: Front, op: Op, kind: &'static str, elapsed: Duration) {
     let (front, op) = (front.as_str(), op.label());
     metrics::counter!("dagnats_requests_total", "front" => front, "op" => op, "kind" => kind)
         .increment(1);
@@ -95,22 +95,22 @@ pub fn request(front: Front, op: Op, kind: &'static str, elapsed: Duration) {
 }
 
 /// Counts one attempt at an owner's inbox by what came of it.
-pub fn forward_attempt(outcome: &'static str) {
+pub(crate) fn forward_attempt(outcome: &'static str) {
     metrics::counter!("dagnats_forward_attempts_total", "outcome" => outcome).increment(1);
 }
 
 /// Whether the gateway's NATS connection is up (1) or not (0).
-pub fn nats_connected(connected: bool) {
+pub(crate) fn nats_connected(connected: bool) {
     metrics::gauge!("dagnats_nats_connected").set(if connected { 1.0 } else { 0.0 });
 }
 
 /// One event-stream client registered for changes; the gauge counts it
 /// while it lives.
-pub struct SseClient(());
+pub(crate) struct SseClient(());
 
 impl SseClient {
     /// Counts a new client until the returned guard is dropped.
-    pub fn connected() -> Self {
+    pub(crate) fn connected() -> Self {
         metrics::gauge!("dagnats_sse_clients").increment(1.0);
         SseClient(())
     }

@@ -25,21 +25,21 @@ enum ReplyEncoding {
 }
 
 /// "A call makes at most 3 attempts."
-pub const MAX_ATTEMPTS: u32 = 3;
+pub(crate) const MAX_ATTEMPTS: u32 = 3;
 
 /// What the JSON reply adds around the base64 payload, besides key and holder.
 const REPLY_OVERHEAD: usize = 64;
 
 impl LeaseCore {
     /// Sends `req.payload` to the key's owner and returns its reply body.
-    pub async fn forward(&self, req: ForwardRequest) -> Result<Forwarded, ForwardError> {
+    pub(crate) async fn forward(&self, req: ForwardRequest) -> Result<Forwarded, ForwardError> {
         self.forward_as(req, ReplyEncoding::Base64).await
     }
 
     /// [`forward`](Self::forward) for a caller that takes the owner's reply
     /// as raw bytes (HTTP's raw mode): no base64 on the way back, so no
     /// `reply_too_large`; the reply already fit the owner hop.
-    pub async fn forward_raw(&self, req: ForwardRequest) -> Result<Forwarded, ForwardError> {
+    pub(crate) async fn forward_raw(&self, req: ForwardRequest) -> Result<Forwarded, ForwardError> {
         self.forward_as(req, ReplyEncoding::Raw).await
     }
 

@@ -23,7 +23,7 @@ const MAX_ROUNDS: usize = 4;
 
 /// The lease operations of the seed. Cheap to clone; every front shares one.
 #[derive(Clone)]
-pub struct LeaseCore {
+pub(crate) struct LeaseCore {
     records: Arc<dyn Records>,
     inbox: Arc<dyn OwnerHop>,
     known: Arc<KnownRevisions>,
@@ -31,7 +31,7 @@ pub struct LeaseCore {
 
 impl LeaseCore {
     /// A core over the bucket's `records` that forwards through `inbox`.
-    pub fn new(records: Arc<dyn Records>, inbox: Arc<dyn OwnerHop>) -> Self {
+    pub(crate) fn new(records: Arc<dyn Records>, inbox: Arc<dyn OwnerHop>) -> Self {
         LeaseCore {
             records,
             inbox,
@@ -41,14 +41,14 @@ impl LeaseCore {
 
     /// Whether calls can be served now: `Ok`, or the error every call
     /// would answer (`unavailable` or `unsupported`).
-    pub fn ready(&self) -> Result<(), LeaseError> {
+    pub(crate) fn ready(&self) -> Result<(), LeaseError> {
         self.bucket().map(|_| ())
     }
 
     /// Learns from a change event that `key` is at `revision`: `lease` is
     /// what was written there, or `None` when the key was freed. Another
     /// gateway's write then costs this one no extra read on the next renew.
-    pub fn observe(&self, key: &str, revision: u64, lease: Option<&Lease>) {
+    pub(crate) fn observe(&self, key: &str, revision: u64, lease: Option<&Lease>) {
         match lease {
             Some(lease) => self.known.remember(key, Known::of(revision, lease)),
             None => self.known.forget_before(key, revision),
@@ -62,7 +62,7 @@ impl LeaseCore {
     /// Grants the key if nobody holds it. The current holder asking again
     /// gets its lease back unchanged (same revision, TTL not extended), so
     /// a retry after a lost reply is safe.
-    pub async fn acquire(&self, req: AcquireRequest) -> Result<Grant, LeaseError> {
+    pub(crate) async fn acquire(&self, req: AcquireRequest) -> Result<Grant, LeaseError> {
         let bucket = self.bucket()?;
         let key = req.key.as_str();
         for _ in 0..MAX_ROUNDS {
@@ -102,7 +102,7 @@ impl LeaseCore {
 
     /// Extends the lease to `ttl_ms` from now, if the caller holds it at
     /// `revision`. The reply carries the new fence; `acquired_at` stays.
-    pub async fn renew(&self, req: RenewRequest) -> Result<Grant, LeaseError> {
+    pub(crate) async fn renew(&self, req: RenewRequest) -> Result<Grant, LeaseError> {
         let bucket = self.bucket()?;
         let (key, revision) = (req.key.as_str(), req.revision.get());
         let lost = || lost(key, &req.holder, req.revision);
@@ -155,7 +155,7 @@ impl LeaseCore {
 
     /// Frees the key under the same fence check as renew. A lease that
     /// already expired is `lost`.
-    pub async fn release(&self, req: ReleaseRequest) -> Result<Released, LeaseError> {
+    pub(crate) async fn release(&self, req: ReleaseRequest) -> Result<Released, LeaseError> {
         let bucket = self.bucket()?;
         let (key, holder, revision) = (req.key.as_str(), req.holder.as_str(), req.revision.get());
         let write = |held: Known| {
@@ -230,7 +230,7 @@ impl LeaseCore {
     /// Frees the key whoever holds it, with a new, higher fence: the
     /// operator's way out of a stuck lease. The holder's fence is stale
     /// everywhere afterwards, and a `released` event names it.
-    pub async fn revoke(&self, req: OwnerRequest) -> Result<Released, LeaseError> {
+    pub(crate) async fn revoke(&self, req: OwnerRequest) -> Result<Released, LeaseError> {
         let bucket = self.bucket()?;
         let key = req.key.as_str();
         for _ in 0..MAX_ROUNDS {
@@ -251,7 +251,7 @@ impl LeaseCore {
     }
 
     /// Who holds the key, read through the stream leader. No side effects.
-    pub async fn owner(&self, req: OwnerRequest) -> Result<Owner, LeaseError> {
+    pub(crate) async fn owner(&self, req: OwnerRequest) -> Result<Owner, LeaseError> {
         let bucket = self.bucket()?;
         let key = req.key.as_str();
         Ok(match self.read(bucket, key).await? {

@@ -14,9 +14,9 @@ use crate::core::LeaseError;
 
 /// The configured tokens. No `Debug`: they are secrets.
 #[derive(Clone, Default)]
-pub struct Tokens {
-    pub write: Option<String>,
-    pub read: Option<String>,
+pub(crate) struct Tokens {
+    pub(crate) write: Option<String>,
+    pub(crate) read: Option<String>,
 }
 
 impl Tokens {
@@ -61,7 +61,7 @@ impl Tokens {
 }
 
 /// Middleware for routes that change leases.
-pub async fn writes(
+pub(crate) async fn writes(
     State(state): State<AppState>,
     req: Request,
     next: Next,
@@ -71,7 +71,7 @@ pub async fn writes(
 }
 
 /// Middleware for routes that read leases or watch them.
-pub async fn reads(
+pub(crate) async fn reads(
     State(state): State<AppState>,
     req: Request,
     next: Next,

@@ -24,7 +24,7 @@ use crate::events::{EncodedChange, Filter, RecentChanges, feed};
 use dagnats_leases_wire::request::{KeyPrefix, LeaseKey};
 
 /// The events route, behind the read token.
-pub fn router(state: &AppState) -> Router<AppState> {
+pub(crate) fn router(state: &AppState) -> Router<AppState> {
     Router::new()
         .route("/v1/events", get(events))
         .route("/v1/events/recent", get(recent))
@@ -33,10 +33,10 @@ pub fn router(state: &AppState) -> Router<AppState> {
 
 /// The filters of an event stream.
 #[derive(Deserialize)]
-pub struct EventsQuery {
-    pub key: Option<LeaseKey>,
+pub(crate) struct EventsQuery {
+    pub(crate) key: Option<LeaseKey>,
     #[serde(default)]
-    pub ownership: bool,
+    pub(crate) ownership: bool,
 }
 
 /// Server-Sent Events of every lease change: events `acquired`, `renewed`,
@@ -57,7 +57,7 @@ pub struct EventsQuery {
         (status = 501, description = "`unsupported`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn events(
+pub(crate) async fn events(
     State(s): State<AppState>,
     QueryOf(query): QueryOf<EventsQuery>,
     headers: HeaderMap,
@@ -99,7 +99,7 @@ pub async fn events(
         (status = 200, description = "Recent changes, oldest first", body = RecentChanges),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
     ))]
-pub async fn recent(State(s): State<AppState>) -> Json<RecentChanges> {
+pub(crate) async fn recent(State(s): State<AppState>) -> Json<RecentChanges> {
     Json(s.events.recent())
 }
 

@@ -9,15 +9,15 @@
 //! [`dashboard`] (the bundled owner dashboard).
 //! [`auth`] and [`extract`] are shared.
 
-pub mod auth;
-pub mod dashboard;
-pub mod docs;
-pub mod error;
-pub mod events;
-pub mod extract;
-pub mod forward;
-pub mod leases;
-pub mod ops;
+pub(crate) mod auth;
+pub(crate) mod dashboard;
+pub(crate) mod docs;
+pub(crate) mod error;
+pub(crate) mod events;
+pub(crate) mod extract;
+pub(crate) mod forward;
+pub(crate) mod leases;
+pub(crate) mod ops;
 
 use std::time::{Duration, Instant};
 
@@ -42,41 +42,41 @@ use error::{ApiError, FailedKind};
 /// Largest request body: room for a base64 payload at the largest
 /// max_payload a server is usually given (8 MB); the owner hop's own limit
 /// is checked by forward itself (`payload_too_large`).
-pub const BODY_LIMIT: usize = 12 * 1024 * 1024;
+pub(crate) const BODY_LIMIT: usize = 12 * 1024 * 1024;
 
 /// Longest any request may take to answer: above forward's 30 s maximum.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(35);
 
 /// What the HTTP front takes from the settings.
 #[derive(Clone)]
-pub struct HttpSettings {
-    pub write_token: Option<String>,
-    pub read_token: Option<String>,
+pub(crate) struct HttpSettings {
+    pub(crate) write_token: Option<String>,
+    pub(crate) read_token: Option<String>,
     /// Browser origins allowed; empty means no CORS headers.
-    pub cors_origins: Vec<HeaderValue>,
+    pub(crate) cors_origins: Vec<HeaderValue>,
     /// Interval of heartbeat comments on idle event streams.
-    pub heartbeat: Duration,
+    pub(crate) heartbeat: Duration,
     /// Changes buffered per event-stream client before it is dropped.
-    pub sse_buffer: usize,
+    pub(crate) sse_buffer: usize,
 }
 
 /// What every handler shares; cheap to clone.
 #[derive(Clone)]
-pub struct AppState {
+pub(crate) struct AppState {
     /// Whether the NATS front has subscribed the lease subjects.
-    pub serving: tokio::sync::watch::Receiver<bool>,
-    pub core: LeaseCore,
-    pub client: async_nats::Client,
-    pub events: Events,
-    pub tokens: Tokens,
-    pub metrics: PrometheusHandle,
-    pub heartbeat: Duration,
+    pub(crate) serving: tokio::sync::watch::Receiver<bool>,
+    pub(crate) core: LeaseCore,
+    pub(crate) client: async_nats::Client,
+    pub(crate) events: Events,
+    pub(crate) tokens: Tokens,
+    pub(crate) metrics: PrometheusHandle,
+    pub(crate) heartbeat: Duration,
     /// Ends every event stream when the gateway stops.
-    pub stop: CancellationToken,
+    pub(crate) stop: CancellationToken,
 }
 
 /// The whole HTTP application.
-pub fn app(state: AppState, settings: &HttpSettings) -> Router {
+pub(crate) fn app(state: AppState, settings: &HttpSettings) -> Router {
     let request_id = HeaderName::from_static("x-request-id");
     let router = Router::new()
         .merge(leases::router(&state))
@@ -123,7 +123,7 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
 
 /// Serves `app` on `listener` until `stop`, then finishes the requests in
 /// flight (event streams end at `stop` too).
-pub async fn serve(listener: tokio::net::TcpListener, app: Router, stop: CancellationToken) {
+pub(crate) async fn serve(listener: tokio::net::TcpListener, app: Router, stop: CancellationToken) {
     // A Router served directly rebuilds its whole route table for every
     // connection (axum's `Router::with_state(())`), about 35 KB per open
     // event stream; the make-service hands each connection a cheap clone.

@@ -57,7 +57,7 @@ pub(crate) async fn subscribe(client: &Client) -> Result<Vec<Subject>, async_nat
 /// sending this gateway requests (the queue group sends them to the others)
 /// and the ones already delivered are still answered. Handlers run on
 /// `tasks`, which the caller awaits before draining the connection.
-pub async fn serve(
+pub(crate) async fn serve(
     client: Client,
     core: LeaseCore,
     subs: Vec<Subject>,

@@ -13,20 +13,20 @@ use super::jsapi::{JetStream, code};
 use dagnats_leases_wire::names::{BUCKET, CHANGED_PREFIX, KEY_SUBJECTS, STREAM};
 
 /// First server version with per-message TTL.
-pub const MIN_SERVER_VERSION: (u64, u64) = (2, 11);
+pub(crate) const MIN_SERVER_VERSION: (u64, u64) = (2, 11);
 
 /// What the bucket must look like.
 #[derive(Debug, Clone)]
-pub struct BucketSettings {
+pub(crate) struct BucketSettings {
     /// Replicas for a new bucket; `Some` also scales an existing one.
-    pub replicas: Option<usize>,
+    pub(crate) replicas: Option<usize>,
     /// How long the server keeps the marker it writes when a lease expires.
-    pub marker_ttl: Duration,
+    pub(crate) marker_ttl: Duration,
 }
 
 /// Where provisioning got to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Provisioned {
+pub(crate) enum Provisioned {
     /// The bucket exists with the settings leases need, at `replicas`.
     Ready { replicas: u64 },
     /// The server is older than 2.11: no bucket is created.
@@ -41,7 +41,7 @@ pub enum Provisioned {
 pub struct Refusal(pub String);
 
 /// Parses `major.minor` from a server version such as `2.11.3-beta`.
-pub fn parse_version(version: &str) -> Option<(u64, u64)> {
+pub(crate) fn parse_version(version: &str) -> Option<(u64, u64)> {
     let mut parts = version.trim_start_matches('v').split('.');
     let major = parts.next()?.parse().ok()?;
     let minor = parts
