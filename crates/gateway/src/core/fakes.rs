@@ -58,6 +58,8 @@ pub(super) enum WriteScript {
 struct State {
     seq: u64,
     entries: HashMap<String, Entry>,
+    /// The TTL (whole seconds) the key's last landed write carried.
+    ttls: HashMap<String, u64>,
     reads: usize,
     writes: usize,
     script: WriteScript,
@@ -84,6 +86,12 @@ impl FakeRecords {
     /// Holds back the acknowledgement of landed writes until `at`.
     pub(super) fn ack_not_before(&self, at: OffsetDateTime) {
         self.state().ack_not_before = Some(at);
+    }
+
+    /// The TTL in whole seconds the key's last write through the core
+    /// carried.
+    pub(super) fn ttl_secs(&self, key: &str) -> Option<u64> {
+        self.state().ttls.get(key).copied()
     }
 
     /// Reads so far.
@@ -172,6 +180,7 @@ impl FakeRecords {
         let entry = decode_entry(seq, OffsetDateTime::now_utc(), header, &write.body)
             .map_err(StoreError::Corrupt)?;
         state.entries.insert(key.to_string(), entry);
+        state.ttls.insert(key.to_string(), write.ttl_secs);
         let lost = state.script == WriteScript::LoseNextReply;
         if lost {
             state.script = WriteScript::Normal;

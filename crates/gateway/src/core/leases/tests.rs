@@ -69,6 +69,7 @@ async fn acquiring_a_free_key_grants_it_at_a_new_revision() {
             ..
         })
     ));
+    assert_eq!(records.ttl_secs("k"), Some(10));
 }
 
 #[tokio::test]
@@ -124,6 +125,7 @@ async fn a_renew_at_the_current_revision_carries_the_new_fence_and_keeps_acquire
             ..
         })
     ));
+    assert_eq!(records.ttl_secs("k"), Some(20));
 }
 
 #[tokio::test]
@@ -271,6 +273,8 @@ async fn a_release_frees_the_key_with_a_tombstone_at_a_new_revision() {
     };
     assert_eq!((tombstone.holder.as_str(), tombstone.prev), ("a", 1));
     assert!(!tombstone.revoked);
+    // The tombstone lives as long as the lease it ends.
+    assert_eq!(records.ttl_secs("k"), Some(10));
 }
 
 #[tokio::test]
