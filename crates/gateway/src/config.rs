@@ -153,7 +153,7 @@ pub enum LogFormat {
 
 impl Config {
     /// What the bucket must look like.
-    pub fn bucket(&self) -> BucketSettings {
+    pub(crate) fn bucket(&self) -> BucketSettings {
         BucketSettings {
             replicas: self.replicas.map(usize::from),
             marker_ttl: MARKER_TTL,
@@ -166,7 +166,7 @@ impl Config {
     }
 
     /// What the HTTP front needs of these settings.
-    pub fn http(&self) -> Result<HttpSettings, String> {
+    pub(crate) fn http(&self) -> Result<HttpSettings, String> {
         let token = |name: &str, value: &Option<String>| match value.as_deref() {
             Some("") => Err(format!("{name} is empty; unset it to turn auth off")),
             other => Ok(other.map(str::to_string)),
@@ -203,7 +203,7 @@ impl Config {
 impl NatsConfig {
     /// The servers, as async-nats takes them: a list, since async-nats
     /// parses a single string as one URL, so `a,b,c` would not connect.
-    pub fn servers(&self) -> Vec<String> {
+    pub(crate) fn servers(&self) -> Vec<String> {
         self.nats_url
             .iter()
             .map(|url| url.trim().to_string())
@@ -211,7 +211,7 @@ impl NatsConfig {
     }
 
     /// The NATS connection options (auth, TLS) these settings describe.
-    pub async fn connect_options(&self) -> Result<async_nats::ConnectOptions, String> {
+    pub(crate) async fn connect_options(&self) -> Result<async_nats::ConnectOptions, String> {
         let mut options = async_nats::ConnectOptions::new().name("dagnats-leases");
         if let Some(path) = &self.nats_creds {
             options = options

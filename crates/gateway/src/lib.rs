@@ -6,19 +6,22 @@
 //!
 //! - `core`: the lease operations of the seed and the one error type that
 //!   owns every wire `kind` ([`dagnats_leases_wire::Kind`] has the table).
-//!   It reaches the bucket and the owner hop only through `store` and
-//!   `owner_hop`, and knows nothing of the fronts.
-//! - `store`: the `leases` bucket: provisioning, compare-and-set writes,
-//!   reads through the stream leader, and whether it can serve right now.
-//! - `owner_hop`: forward's one NATS request to the holder's inbox; the
-//!   retry rule around it lives in the core.
+//!   It reaches the bucket and the owner hop only through the seams it owns
+//!   (`core/ports.rs`: `Records`, `OwnerHop`), and knows no transport and
+//!   nothing of the fronts.
+//! - `store`: the `leases` bucket behind `Records`: provisioning,
+//!   compare-and-set writes, reads through the stream leader, and whether
+//!   it can serve right now; `store/jsapi.rs` is the one JetStream caller.
+//! - `owner_hop`: forward's one NATS request to the holder's inbox, behind
+//!   `OwnerHop`; the retry rule around it lives in the core.
 //! - `events`: the one change-event subscription per gateway, each change
 //!   handed to the event-stream clients whose filter wants it.
 //! - `nats`: the NATS front, `api.leases.*` in queue group `dagnats-leases`;
 //!   it decodes, calls the core, encodes.
 //! - `http`: the HTTP front over the same core: REST, forward, Server-Sent
 //!   Events, docs, health, readiness, metrics and the dashboard.
-//! - `metrics`, `telemetry`, [`config`]: counters, logs and settings.
+//! - `metrics` (its `Op` enum owns every `op` label), `telemetry`,
+//!   [`config`]: counters, logs and settings.
 //! - [`cli`]: the ops commands (acquire, owner, watch, hold, ...), on the
 //!   holder library `dagnats-leases-client`.
 //!
@@ -39,6 +42,7 @@ mod telemetry;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -49,10 +53,6 @@ use tokio_util::task::TaskTracker;
 pub use config::Config;
 use core::LeaseCore;
 pub use telemetry::init as init_logs;
-/// How long one JetStream request may take before the call answers
-/// `unavailable`; below a client's usual 5 s request timeout, so callers
-/// hear why rather than time out.
-const STORE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Completes on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
@@ -186,8 +186,11 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
     // `internal` rather than keep the process (and their callers) waiting.
     let give_up = CancellationToken::new();
     let tasks = TaskTracker::new();
-    let (store, provisioner) = store::store(client.clone(), config.bucket(), STORE_TIMEOUT);
-    let core = LeaseCore::new(store, owner_hop::OwnerInbox::new(client.clone()));
+    let (store, provisioner) = store::store(client.clone(), config.bucket());
+    let core = LeaseCore::new(
+        Arc::new(store),
+        Arc::new(owner_hop::OwnerInbox::new(client.clone())),
+    );
     let mut provisioning = tokio::spawn(store::keep_provisioned(provisioner, stop.child_token()));
 
     let events = events::Events::new(http_settings.sse_buffer);

@@ -14,7 +14,7 @@ const READS_IN_FLIGHT: usize = 16;
 
 impl LeaseCore {
     /// Every held lease whose key starts with the prefix, ordered by key.
-    pub async fn list(&self, req: ListRequest) -> Result<LeaseList, LeaseError> {
+    pub(crate) async fn list(&self, req: ListRequest) -> Result<LeaseList, LeaseError> {
         let held = self.held(&req.prefix).await?;
         Ok(LeaseList {
             leases: held.into_iter().map(|(_, lease)| lease).collect(),
@@ -25,33 +25,33 @@ impl LeaseCore {
     /// record (acquired or renewed), ordered by key. Keys come from the
     /// leader's stream info; each is then read like `owner`, so a key freed
     /// in between is simply left out.
-    pub async fn held(&self, prefix: &KeyPrefix) -> Result<Vec<(ChangeKind, Lease)>, LeaseError> {
+    pub(crate) async fn held(
+        &self,
+        prefix: &KeyPrefix,
+    ) -> Result<Vec<(ChangeKind, Lease)>, LeaseError> {
         let bucket = self.bucket()?;
         let mut keys = bucket.keys().await.map_err(|err| self.store_error(err))?;
         keys.retain(|key| prefix.matches(key));
         keys.sort();
         let reads = futures::stream::iter(keys)
-            .map(|key| {
-                let bucket = bucket.clone();
-                async move {
-                    let entry = self.read(&bucket, &key).await?;
-                    Ok::<_, LeaseError>(match entry {
-                        Some(Entry::Held {
-                            seq,
-                            renewed,
-                            record,
-                            stored_at,
-                        }) => {
-                            let kind = if renewed {
-                                ChangeKind::Renewed
-                            } else {
-                                ChangeKind::Acquired
-                            };
-                            Some((kind, record.lease(&key, seq, Some(stored_at))))
-                        }
-                        _ => None,
-                    })
-                }
+            .map(|key| async move {
+                let entry = self.read(bucket, &key).await?;
+                Ok::<_, LeaseError>(match entry {
+                    Some(Entry::Held {
+                        seq,
+                        renewed,
+                        record,
+                        stored_at,
+                    }) => {
+                        let kind = if renewed {
+                            ChangeKind::Renewed
+                        } else {
+                            ChangeKind::Acquired
+                        };
+                        Some((kind, record.lease(&key, seq, Some(stored_at))))
+                    }
+                    _ => None,
+                })
             })
             .buffered(READS_IN_FLIGHT);
         let found: Vec<_> = reads.try_collect().await?;

@@ -25,7 +25,7 @@ fn digest(token: &str) -> TokenDigest {
 /// The configured tokens, kept only as digests. No `Debug`: even digests of
 /// secrets stay out of logs.
 #[derive(Clone, Default)]
-pub struct Tokens {
+pub(crate) struct Tokens {
     write: Option<TokenDigest>,
     read: Option<TokenDigest>,
 }
@@ -78,7 +78,7 @@ impl Tokens {
 }
 
 /// Middleware for routes that change leases.
-pub async fn writes(
+pub(crate) async fn writes(
     State(state): State<AppState>,
     req: Request,
     next: Next,
@@ -88,7 +88,7 @@ pub async fn writes(
 }
 
 /// Middleware for routes that read leases or watch them.
-pub async fn reads(
+pub(crate) async fn reads(
     State(state): State<AppState>,
     req: Request,
     next: Next,

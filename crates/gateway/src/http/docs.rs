@@ -51,7 +51,7 @@ use super::{AppState, events, forward, leases, ops};
         (name = "ops", description = "Health, readiness and metrics; no token needed"),
     )
 )]
-pub struct ApiDoc;
+pub(crate) struct ApiDoc;
 
 /// Adds the bearer scheme the `security` of each endpoint names.
 struct BearerAuth;
@@ -67,7 +67,7 @@ impl Modify for BearerAuth {
 }
 
 /// The document as served and committed: pretty JSON with a final newline.
-pub fn openapi_json() -> &'static str {
+pub(crate) fn openapi_json() -> &'static str {
     static JSON: OnceLock<String> = OnceLock::new();
     JSON.get_or_init(|| {
         let mut text = ApiDoc::openapi()
@@ -79,7 +79,7 @@ pub fn openapi_json() -> &'static str {
 }
 
 /// `/openapi.json` and `/docs`; no token needed.
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/openapi.json", get(serve_openapi))
         .route("/docs", get(serve_docs))

@@ -29,7 +29,7 @@ use dagnats_leases_wire::names::HEADER_LAST_EVENT_ID;
 use dagnats_leases_wire::request::{KeyPrefix, LeaseKey};
 
 /// The events route, behind the read token.
-pub fn router(state: &AppState) -> Router<AppState> {
+pub(crate) fn router(state: &AppState) -> Router<AppState> {
     Router::new()
         .route("/v1/events", get(events))
         .route("/v1/events/recent", get(recent))
@@ -38,10 +38,10 @@ pub fn router(state: &AppState) -> Router<AppState> {
 
 /// The filters of an event stream.
 #[derive(Deserialize)]
-pub struct EventsQuery {
-    pub key: Option<LeaseKey>,
+pub(crate) struct EventsQuery {
+    pub(crate) key: Option<LeaseKey>,
     #[serde(default)]
-    pub ownership: bool,
+    pub(crate) ownership: bool,
 }
 
 /// Server-Sent Events of every lease change: events `acquired`, `renewed`,
@@ -62,7 +62,7 @@ pub struct EventsQuery {
         (status = 501, description = "`unsupported`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn events(
+pub(crate) async fn events(
     State(s): State<AppState>,
     QueryOf(query): QueryOf<EventsQuery>,
     headers: HeaderMap,
@@ -107,7 +107,7 @@ pub async fn events(
         (status = 501, description = "`unsupported`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn recent(State(s): State<AppState>) -> Result<Json<RecentChanges>, ApiError> {
+pub(crate) async fn recent(State(s): State<AppState>) -> Result<Json<RecentChanges>, ApiError> {
     s.core.ready()?;
     Ok(Json(s.events.recent()))
 }

@@ -24,7 +24,7 @@ use dagnats_leases_wire::request::{
 };
 
 /// The forward route, behind the write token.
-pub fn router(state: &AppState) -> Router<AppState> {
+pub(crate) fn router(state: &AppState) -> Router<AppState> {
     Router::new()
         .route("/v1/leases/{key}/forward", post(forward))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::writes))
@@ -32,8 +32,8 @@ pub fn router(state: &AppState) -> Router<AppState> {
 
 /// Raw mode's query: `timeout_ms`, as in the JSON body.
 #[derive(Deserialize)]
-pub struct RawQuery {
-    pub timeout_ms: Option<Value>,
+pub(crate) struct RawQuery {
+    pub(crate) timeout_ms: Option<Value>,
 }
 
 /// Forward: deliver a request to whoever holds the key. JSON in, JSON out
@@ -68,7 +68,7 @@ pub struct RawQuery {
         (status = 503, description = "`unavailable`", body = ErrorBody),
         (status = 504, description = "`owner_timeout`", body = ErrorBody),
     ))]
-pub async fn forward(
+pub(crate) async fn forward(
     State(s): State<AppState>,
     KeyPath(key): KeyPath,
     QueryOf(query): QueryOf<RawQuery>,

@@ -18,7 +18,7 @@ use dagnats_leases_wire::request::{
 type Reply<T> = Result<Json<T>, ApiError>;
 
 /// The lease routes, each behind the token its kind of call needs.
-pub fn router(state: &AppState) -> Router<AppState> {
+pub(crate) fn router(state: &AppState) -> Router<AppState> {
     let writes = Router::new()
         .route("/v1/leases/{key}/acquire", post(acquire))
         .route("/v1/leases/{key}/renew", post(renew))
@@ -50,7 +50,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         (status = 501, description = "`unsupported`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn acquire(
+pub(crate) async fn acquire(
     State(s): State<AppState>,
     LeaseJson(req): LeaseJson<AcquireRequest>,
 ) -> Reply<Grant> {
@@ -73,7 +73,7 @@ pub async fn acquire(
         (status = 501, description = "`unsupported`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn renew(
+pub(crate) async fn renew(
     State(s): State<AppState>,
     LeaseJson(req): LeaseJson<RenewRequest>,
 ) -> Reply<Grant> {
@@ -95,7 +95,7 @@ pub async fn renew(
         (status = 501, description = "`unsupported`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn release(
+pub(crate) async fn release(
     State(s): State<AppState>,
     LeaseJson(req): LeaseJson<ReleaseRequest>,
 ) -> Reply<Released> {
@@ -114,7 +114,7 @@ pub async fn release(
         (status = 501, description = "`unsupported`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn owner(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Owner> {
+pub(crate) async fn owner(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Owner> {
     let req = from_fields([("key", Value::from(key))])?;
     Ok(Json(s.core.owner(req).await?))
 }
@@ -134,7 +134,7 @@ pub async fn owner(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Ow
         (status = 501, description = "`unsupported`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn revoke(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Released> {
+pub(crate) async fn revoke(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Released> {
     let req = from_fields([("key", Value::from(key))])?;
     Ok(Json(s.core.revoke(req).await?))
 }
@@ -152,7 +152,7 @@ pub async fn revoke(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<R
         (status = 501, description = "`unsupported`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn list(
+pub(crate) async fn list(
     State(s): State<AppState>,
     QueryOf(req): QueryOf<ListRequest>,
 ) -> Reply<LeaseList> {

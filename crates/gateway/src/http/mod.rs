@@ -9,15 +9,15 @@
 //! [`dashboard`] (the bundled owner dashboard).
 //! [`auth`] and [`extract`] are shared.
 
-pub mod auth;
-pub mod dashboard;
-pub mod docs;
-pub mod error;
-pub mod events;
-pub mod extract;
-pub mod forward;
-pub mod leases;
-pub mod ops;
+pub(crate) mod auth;
+pub(crate) mod dashboard;
+pub(crate) mod docs;
+pub(crate) mod error;
+pub(crate) mod events;
+pub(crate) mod extract;
+pub(crate) mod forward;
+pub(crate) mod leases;
+pub(crate) mod ops;
 
 use std::time::{Duration, Instant};
 
@@ -35,7 +35,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::core::{LeaseCore, LeaseError};
 use crate::events::Events;
-use crate::metrics::{self, Front};
+use crate::metrics::{self, Front, Op};
 use auth::Tokens;
 use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_HOLDER, HEADER_LAST_EVENT_ID};
 use error::{ApiError, FailedKind};
@@ -43,44 +43,44 @@ use error::{ApiError, FailedKind};
 /// Largest request body: room for a base64 payload at the largest
 /// max_payload a server is usually given (8 MB); the owner hop's own limit
 /// is checked by forward itself (`payload_too_large`).
-pub const BODY_LIMIT: usize = 12 * 1024 * 1024;
+pub(crate) const BODY_LIMIT: usize = 12 * 1024 * 1024;
 
 /// Longest any request may take to answer: above forward's 30 s maximum.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(35);
 
 /// What the HTTP front takes from the settings.
 #[derive(Clone)]
-pub struct HttpSettings {
-    pub write_token: Option<String>,
-    pub read_token: Option<String>,
+pub(crate) struct HttpSettings {
+    pub(crate) write_token: Option<String>,
+    pub(crate) read_token: Option<String>,
     /// Browser origins allowed; empty means no CORS headers.
-    pub cors_origins: Vec<HeaderValue>,
+    pub(crate) cors_origins: Vec<HeaderValue>,
     /// Interval of heartbeat comments on idle event streams.
-    pub heartbeat: Duration,
+    pub(crate) heartbeat: Duration,
     /// Changes buffered per event-stream client before it is dropped.
-    pub sse_buffer: usize,
+    pub(crate) sse_buffer: usize,
 }
 
 /// What every handler shares; cheap to clone.
 #[derive(Clone)]
-pub struct AppState {
+pub(crate) struct AppState {
     /// Whether the NATS front has subscribed the lease subjects.
-    pub serving: tokio::sync::watch::Receiver<bool>,
-    pub core: LeaseCore,
-    pub client: async_nats::Client,
-    pub events: Events,
-    pub tokens: Tokens,
-    pub metrics: PrometheusHandle,
-    pub heartbeat: Duration,
+    pub(crate) serving: tokio::sync::watch::Receiver<bool>,
+    pub(crate) core: LeaseCore,
+    pub(crate) client: async_nats::Client,
+    pub(crate) events: Events,
+    pub(crate) tokens: Tokens,
+    pub(crate) metrics: PrometheusHandle,
+    pub(crate) heartbeat: Duration,
     /// Ends every event stream when the gateway stops.
-    pub stop: CancellationToken,
+    pub(crate) stop: CancellationToken,
     /// Fires when the shutdown grace runs out: requests still running
     /// answer `internal` ("the gateway is stopping").
-    pub give_up: CancellationToken,
+    pub(crate) give_up: CancellationToken,
 }
 
 /// The whole HTTP application.
-pub fn app(state: AppState, settings: &HttpSettings) -> Router {
+pub(crate) fn app(state: AppState, settings: &HttpSettings) -> Router {
     let request_id = HeaderName::from_static("x-request-id");
     let router = Router::new()
         .merge(leases::router(&state))
@@ -132,7 +132,7 @@ pub(crate) fn header_name(name: &str) -> HeaderName {
 
 /// Serves `app` on `listener` until `stop`, then finishes the requests in
 /// flight (event streams end at `stop` too).
-pub async fn serve(listener: tokio::net::TcpListener, app: Router, stop: CancellationToken) {
+pub(crate) async fn serve(listener: tokio::net::TcpListener, app: Router, stop: CancellationToken) {
     // A Router served directly rebuilds its whole route table for every
     // connection (axum's `Router::with_state(())`), about 35 KB per open
     // event stream; the make-service hands each connection a cheap clone.
@@ -155,7 +155,7 @@ async fn method_not_allowed() -> ApiError {
 /// Counts every request by operation and outcome, through the same helper
 /// as the NATS front.
 async fn measure(req: Request, next: Next) -> Response {
-    let op = op_name(
+    let op = op_of(
         req.extensions()
             .get::<MatchedPath>()
             .map(MatchedPath::as_str),
@@ -171,20 +171,20 @@ async fn measure(req: Request, next: Next) -> Response {
     response
 }
 
-/// The operation a route serves, as metrics label it.
-fn op_name(route: Option<&str>, delete: bool) -> &'static str {
+/// The operation a route serves.
+fn op_of(route: Option<&str>, delete: bool) -> Op {
     match route {
-        Some("/v1/leases/{key}/acquire") => "acquire",
-        Some("/v1/leases/{key}/renew") => "renew",
-        Some("/v1/leases/{key}/release") => "release",
-        Some("/v1/leases/{key}/forward") => "forward",
-        Some("/v1/leases/{key}") if delete => "revoke",
-        Some("/v1/leases/{key}") => "owner",
-        Some("/v1/leases") => "list",
-        Some("/v1/events") => "events",
-        Some("/v1/events/recent") => "recent",
-        Some(_) => "ops",
-        None => "unrouted",
+        Some("/v1/leases/{key}/acquire") => Op::Acquire,
+        Some("/v1/leases/{key}/renew") => Op::Renew,
+        Some("/v1/leases/{key}/release") => Op::Release,
+        Some("/v1/leases/{key}/forward") => Op::Forward,
+        Some("/v1/leases/{key}") if delete => Op::Revoke,
+        Some("/v1/leases/{key}") => Op::Owner,
+        Some("/v1/leases") => Op::List,
+        Some("/v1/events") => Op::Events,
+        Some("/v1/events/recent") => Op::Recent,
+        Some(_) => Op::Ops,
+        None => Op::Unrouted,
     }
 }
 

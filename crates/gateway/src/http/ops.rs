@@ -14,7 +14,7 @@ use crate::core::{ErrorBody, LeaseError};
 use crate::metrics;
 
 /// `/healthz`, `/readyz` and `/metrics`.
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -24,7 +24,7 @@ pub fn router() -> Router<AppState> {
 /// Liveness: the process is up and serving HTTP.
 #[utoipa::path(get, path = "/healthz", tag = "ops",
     responses((status = 200, description = "`{\"status\": \"ok\"}`", body = Object)))]
-pub async fn healthz() -> Json<Value> {
+pub(crate) async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
@@ -35,7 +35,7 @@ pub async fn healthz() -> Json<Value> {
         (status = 200, description = "`{\"status\": \"ready\"}`", body = Object),
         (status = 503, description = "`unavailable` or `unsupported`", body = ErrorBody),
     ))]
-pub async fn readyz(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn readyz(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
     if s.client.connection_state() != async_nats::connection::State::Connected {
         return Err(LeaseError::Unavailable("not connected to NATS".into()).into());
     }
@@ -56,7 +56,7 @@ pub async fn readyz(State(s): State<AppState>) -> Result<Json<Value>, ApiError> 
 /// forward attempts, event-stream clients, NATS connection state.
 #[utoipa::path(get, path = "/metrics", tag = "ops",
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String)))]
-pub async fn render_metrics(State(s): State<AppState>) -> impl IntoResponse {
+pub(crate) async fn render_metrics(State(s): State<AppState>) -> impl IntoResponse {
     metrics::nats_connected(
         s.client.connection_state() == async_nats::connection::State::Connected,
     );

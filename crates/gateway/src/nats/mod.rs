@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::core::{ErrorBody, LeaseCore, LeaseError};
-use crate::metrics;
+use crate::metrics::{self, Op};
 use dagnats_leases_wire::names::{
     QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
 };
@@ -23,51 +23,31 @@ use dagnats_leases_wire::request::decode;
 /// finishes, so a burst queues in NATS rather than in memory.
 const MAX_IN_FLIGHT: usize = 4_096;
 
-/// The operations of the lease API, one per subject.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    Acquire,
-    Renew,
-    Release,
-    Owner,
-    Forward,
-}
+/// The lease operations this front serves, each on its subject.
+const SUBJECTS: [(Op, &str); 5] = [
+    (Op::Acquire, SUBJECT_ACQUIRE),
+    (Op::Renew, SUBJECT_RENEW),
+    (Op::Release, SUBJECT_RELEASE),
+    (Op::Owner, SUBJECT_OWNER),
+    (Op::Forward, SUBJECT_FORWARD),
+];
 
-impl Op {
-    const ALL: [Op; 5] = [Op::Acquire, Op::Renew, Op::Release, Op::Owner, Op::Forward];
-
-    /// The operation's name, as metrics label it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Acquire => "acquire",
-            Op::Renew => "renew",
-            Op::Release => "release",
-            Op::Owner => "owner",
-            Op::Forward => "forward",
-        }
-    }
-
-    /// The request subject of this operation.
-    pub fn subject(self) -> &'static str {
-        match self {
-            Op::Acquire => SUBJECT_ACQUIRE,
-            Op::Renew => SUBJECT_RENEW,
-            Op::Release => SUBJECT_RELEASE,
-            Op::Owner => SUBJECT_OWNER,
-            Op::Forward => SUBJECT_FORWARD,
-        }
-    }
+/// One subject's subscription, and the operation it serves.
+pub(crate) struct Subject {
+    op: Op,
+    name: &'static str,
+    sub: Subscriber,
 }
 
 /// Subscribes to every lease subject. Returns once the subscriptions are
 /// registered with the server, so callers know requests will be answered.
-pub async fn subscribe(client: &Client) -> Result<Vec<(Op, Subscriber)>, async_nats::Error> {
+pub(crate) async fn subscribe(client: &Client) -> Result<Vec<Subject>, async_nats::Error> {
     let mut subs = Vec::new();
-    for op in Op::ALL {
+    for (op, name) in SUBJECTS {
         let sub = client
-            .queue_subscribe(op.subject(), QUEUE_GROUP.to_string())
+            .queue_subscribe(name, QUEUE_GROUP.to_string())
             .await?;
-        subs.push((op, sub));
+        subs.push(Subject { op, name, sub });
     }
     client.flush().await?;
     Ok(subs)
@@ -79,10 +59,10 @@ pub async fn subscribe(client: &Client) -> Result<Vec<(Op, Subscriber)>, async_n
 /// `tasks`, which the caller awaits before draining the connection; once
 /// `give_up` fires, a handler still running answers `internal` ("the
 /// gateway is stopping") at once.
-pub async fn serve(
+pub(crate) async fn serve(
     client: Client,
     core: LeaseCore,
-    subs: Vec<(Op, Subscriber)>,
+    subs: Vec<Subject>,
     tasks: TaskTracker,
     shutdown: CancellationToken,
     give_up: CancellationToken,
@@ -97,7 +77,7 @@ pub async fn serve(
     };
     let loops = subs
         .into_iter()
-        .map(|(op, sub)| front.serve_subject(op, sub, shutdown.clone()));
+        .map(|subject| front.serve_subject(subject, shutdown.clone()));
     futures::future::join_all(loops).await;
 }
 
@@ -117,7 +97,8 @@ enum Step {
 }
 
 impl Front {
-    async fn serve_subject(&self, op: Op, mut sub: Subscriber, shutdown: CancellationToken) {
+    async fn serve_subject(&self, subject: Subject, shutdown: CancellationToken) {
+        let Subject { op, name, mut sub } = subject;
         let mut draining = false;
         loop {
             let step = tokio::select! {
@@ -129,7 +110,7 @@ impl Front {
                 Step::Drain => {
                     draining = true;
                     if let Err(err) = sub.drain().await {
-                        tracing::warn!(%err, subject = op.subject(), "could not drain");
+                        tracing::warn!(%err, subject = name, "could not drain");
                         return;
                     }
                 }
@@ -176,17 +157,18 @@ async fn handle(core: &LeaseCore, op: Op, body: &[u8], give_up: &CancellationTok
             Op::Release => encode(async { core.release(decode(body)?).await }.await),
             Op::Owner => encode(async { core.owner(decode(body)?).await }.await),
             Op::Forward => encode(async { core.forward(decode(body)?).await }.await),
+            other => unreachable!("{other:?} has no NATS subject"),
         }
     };
     let (reply, kind) = tokio::select! {
         biased;
         done = run => done,
         () = give_up.cancelled() => {
-            tracing::warn!(op = op.name(), "a call was still running when the shutdown grace ran out");
+            tracing::warn!(op = op.label(), "a call was still running when the shutdown grace ran out");
             encode(Err::<(), _>(LeaseError::Stopping))
         }
     };
-    metrics::request(metrics::Front::Nats, op.name(), kind, started.elapsed());
+    metrics::request(metrics::Front::Nats, op, kind, started.elapsed());
     reply
 }
 
