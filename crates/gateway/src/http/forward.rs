@@ -16,8 +16,8 @@ use serde_json::Value;
 use super::error::ApiError;
 use super::extract::{Body, KeyPath, QueryOf, is_json};
 use super::{AppState, auth, header_name};
-use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_HOLDER};
 use crate::core::ErrorBody;
+use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_HOLDER};
 use dagnats_leases_wire::reply::Forwarded;
 use dagnats_leases_wire::request::{
     ForwardRequest, ForwardTimeout, LeaseKey, Payload, decode_keyed, from_fields,
@@ -97,14 +97,8 @@ pub async fn forward(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/octet-stream"),
         ),
-        (
-            header_name(HEADER_HOLDER),
-            header_value(&reply.holder),
-        ),
-        (
-            header_name(HEADER_FENCE),
-            HeaderValue::from(reply.revision),
-        ),
+        (header_name(HEADER_HOLDER), header_value(&reply.holder)),
+        (header_name(HEADER_FENCE), HeaderValue::from(reply.revision)),
     ];
     Ok((headers, reply.payload.0).into_response())
 }

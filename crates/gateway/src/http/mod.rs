@@ -34,10 +34,10 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use crate::core::{LeaseCore, LeaseError};
-use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_HOLDER, HEADER_LAST_EVENT_ID};
 use crate::events::Events;
 use crate::metrics::{self, Front};
 use auth::Tokens;
+use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_HOLDER, HEADER_LAST_EVENT_ID};
 use error::{ApiError, FailedKind};
 
 /// Largest request body: room for a base64 payload at the largest
@@ -115,10 +115,7 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
                 axum::http::header::CONTENT_TYPE,
                 header_name(HEADER_LAST_EVENT_ID),
             ])
-            .expose_headers([
-                header_name(HEADER_HOLDER),
-                header_name(HEADER_FENCE),
-            ]),
+            .expose_headers([header_name(HEADER_HOLDER), header_name(HEADER_FENCE)]),
     )
 }
 
