@@ -14,6 +14,8 @@ use crate::{Params, etcd_ops, gateway_ops, http_ops, procs, scale};
 
 /// The servers of one layout, running, and how to reach them.
 pub struct Setup {
+    /// What the progress lines call it.
+    pub name: &'static str,
     /// Said in the tables and the JSON.
     pub layout: String,
     pub nats: async_nats::Client,
@@ -42,7 +44,7 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
         params.concurrent_clients,
         Duration::from_secs(params.throughput_seconds),
     );
-    eprintln!("[{}] floor ...", setup.layout);
+    eprintln!("[{}] floor ...", setup.name);
     let echo = floor::echo_responder(nats).await;
     let floor = Floor {
         stream: setup.floor.stream.clone(),
@@ -50,12 +52,12 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
         compare_and_set: floor::compare_and_set(nats, &setup.floor, n).await,
         leader_read: floor::leader_read(nats, &setup.floor, n).await,
     };
-    eprintln!("[{}] gateway, sequential ...", setup.layout);
+    eprintln!("[{}] gateway, sequential ...", setup.name);
     let nats_ops = gateway_ops::sequential_ops(leases, n).await;
-    eprintln!("[{}] gateway over HTTP, sequential ...", setup.layout);
+    eprintln!("[{}] gateway over HTTP, sequential ...", setup.name);
     let http = reqwest::Client::new();
     let http_ops = http_ops::sequential_ops(&http, &setup.http_bases, n).await;
-    eprintln!("[{}] concurrent ...", setup.layout);
+    eprintln!("[{}] concurrent ...", setup.name);
     let servers: Vec<_> = setup
         .gateways
         .iter()
@@ -88,6 +90,11 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
         )
         .await,
     };
+    eprintln!(
+        "[{}] etcd, {} member(s) ...",
+        setup.name,
+        setup.etcd_members.len()
+    );
     let etcd = etcd(setup.etcd_members, params).await;
     let mut processes: Vec<&'static str> = servers.iter().map(|(name, _)| *name).collect();
     if etcd.is_some() {
@@ -97,7 +104,7 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
     let gateway_pids: Vec<u32> = setup.gateways.iter().map(|(_, pid)| *pid).collect();
     let mut scales = Vec::new();
     for holders in &params.scale_holders {
-        eprintln!("[{}] scale, {holders} holders ...", setup.layout);
+        eprintln!("[{}] scale, {holders} holders ...", setup.name);
         let ttl = Duration::from_millis(params.scale_ttl_ms);
         let run_for = Duration::from_secs(params.scale_seconds);
         scales.push(scale::run(leases, &gateway_pids, *holders, ttl, run_for).await);
@@ -105,7 +112,7 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
 
     eprintln!(
         "[{}] list and SSE fan-out, {} clients, {} leases held ...",
-        setup.layout, params.sse_clients, params.sse_leases
+        setup.name, params.sse_clients, params.sse_leases
     );
     gateway_ops::hold_many(
         leases,
@@ -151,7 +158,6 @@ async fn etcd(members: &'static [&'static str], params: &Params) -> Option<Etcd>
         eprintln!("etcd not installed (apt-get install etcd-server): skipping the comparison");
         return None;
     };
-    eprintln!("etcd, {} member(s) ...", members.len());
     let client = etcd_ops::connect(&cluster.urls).await;
     let procs: Vec<_> = members.iter().copied().zip(cluster.pids()).collect();
     let (n, clients, secs) = (

@@ -195,6 +195,7 @@ async fn production(params: &Params) -> Figures {
         .iter()
         .map(|node| node.pid().expect("node runs"));
     let setup = Setup {
+        name: "production",
         layout: format!(
             "{} nats-server nodes (sync_interval: always), bucket at R3, {} gateways, {} etcd members",
             cluster.nodes.len(),
@@ -225,6 +226,7 @@ async fn single_node(params: &Params) -> SingleNode {
         let gateway = procs::gateway(&nats_proc.url, &[]).await;
         let nats = async_nats::connect(&nats_proc.url).await.expect("connect");
         let setup = Setup {
+            name: "single node",
             layout: "1 nats-server (default fsync), 1 gateway, 1 etcd member".into(),
             leases: LeaseClient::new(nats.clone()).with_timeout(CALL_TIMEOUT),
             nats,

@@ -340,7 +340,11 @@ impl Figures {
             table(
                 out,
                 &[
-                    format!("etcd 3.4, {} member(s)", etcd.members).as_str(),
+                    match etcd.members {
+                        1 => "etcd 3.4, 1 member".to_string(),
+                        n => format!("etcd 3.4, {n} members"),
+                    }
+                    .as_str(),
                     "p50 ms",
                     "p99 ms",
                     "p99.9 ms",
@@ -544,8 +548,8 @@ impl Figures {
                 "missed deadlines",
                 "wrongly lost",
                 "errors",
-                "gateway CPU %",
-                "gateway RSS MB",
+                "gateways' CPU % (sum)",
+                "gateway RSS MB (largest)",
             ],
             self.scale.iter().map(|s| {
                 vec![
@@ -571,7 +575,7 @@ impl Figures {
                 "deliveries/s",
                 "lag p50 ms",
                 "lag p99 ms",
-                "gateway RSS MB",
+                "gateway RSS MB (largest)",
             ],
             [vec![
                 format!("{} clients", f.clients),
