@@ -63,6 +63,8 @@ pub struct HttpSettings {
 /// What every handler shares; cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
+    /// This gateway as an instance of the `dagnats-api` service.
+    pub instance: crate::nats::service::Instance,
     /// Whether the NATS front has subscribed the lease subjects.
     pub serving: tokio::sync::watch::Receiver<bool>,
     pub core: LeaseCore,

@@ -1,11 +1,14 @@
 //! The NATS front: the `api.leases.*` request/reply subjects in queue group
 //! `dagnats-leases`. Each handler decodes, calls the core, encodes; nothing
-//! else.
+//! else. [`service`] makes the same subjects the endpoints of the NATS
+//! service `dagnats-api` (ADR-32 discovery and stats).
+
+pub mod service;
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use async_nats::{Client, Message, Subscriber};
+use async_nats::{Client, HeaderMap, Message, Subscriber};
 use futures::StreamExt;
 use serde::Serialize;
 use tokio::sync::Semaphore;
@@ -15,15 +18,18 @@ use tokio_util::task::TaskTracker;
 use crate::core::{ErrorBody, LeaseCore};
 use crate::metrics;
 use dagnats_leases_wire::names::{
-    QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
+    HEADER_SERVICE_ERROR, HEADER_SERVICE_ERROR_CODE, QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD,
+    SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
 };
 use dagnats_leases_wire::request::decode;
+use service::Instance;
 
 /// Requests handled at once; past this the front stops reading until one
 /// finishes, so a burst queues in NATS rather than in memory.
 const MAX_IN_FLIGHT: usize = 4_096;
 
-/// The operations of the lease API, one per subject.
+/// The operations of the lease API, one per subject: the one list that the
+/// subscriptions, the metrics and the service's INFO and STATS all read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
     Acquire,
@@ -34,7 +40,7 @@ pub enum Op {
 }
 
 impl Op {
-    const ALL: [Op; 5] = [Op::Acquire, Op::Renew, Op::Release, Op::Owner, Op::Forward];
+    pub const ALL: [Op; 5] = [Op::Acquire, Op::Renew, Op::Release, Op::Owner, Op::Forward];
 
     /// The operation's name, as metrics label it.
     pub fn name(self) -> &'static str {
@@ -80,6 +86,7 @@ pub async fn subscribe(client: &Client) -> Result<Vec<(Op, Subscriber)>, async_n
 pub async fn serve(
     client: Client,
     core: LeaseCore,
+    instance: Instance,
     subs: Vec<(Op, Subscriber)>,
     tasks: TaskTracker,
     shutdown: CancellationToken,
@@ -88,6 +95,7 @@ pub async fn serve(
     let front = Front {
         client,
         core,
+        instance,
         tasks,
         permits,
     };
@@ -101,6 +109,7 @@ pub async fn serve(
 struct Front {
     client: Client,
     core: LeaseCore,
+    instance: Instance,
     tasks: TaskTracker,
     permits: Arc<Semaphore>,
 }
@@ -130,8 +139,9 @@ impl Front {
                 Step::Request(Some(msg)) => {
                     let permit = self.permits.clone().acquire_owned().await;
                     let (client, core) = (self.client.clone(), self.core.clone());
+                    let instance = self.instance.clone();
                     self.tasks.spawn(async move {
-                        answer(&client, &core, op, msg).await;
+                        answer(&client, &core, &instance, op, msg).await;
                         drop(permit);
                     });
                 }
@@ -141,39 +151,63 @@ impl Front {
     }
 }
 
-async fn answer(client: &Client, core: &LeaseCore, op: Op, msg: Message) {
+async fn answer(client: &Client, core: &LeaseCore, instance: &Instance, op: Op, msg: Message) {
     let Some(reply_to) = msg.reply.clone() else {
         tracing::debug!(subject = %msg.subject, "request without a reply subject ignored");
         return;
     };
-    let body = handle(core, op, &msg.payload).await;
-    if let Err(err) = client.publish(reply_to, body.into()).await {
+    let started = Instant::now();
+    let (body, failure) = handle(core, op, &msg.payload).await;
+    let elapsed = started.elapsed();
+    let kind = failure.as_ref().map_or("ok", |failure| failure.kind.name());
+    metrics::request(metrics::Front::Nats, op.name(), kind, elapsed);
+    instance.record(op, elapsed, failure.as_ref());
+    let sent = match &failure {
+        None => client.publish(reply_to, body.into()).await,
+        Some(failure) => {
+            client
+                .publish_with_headers(reply_to, service_error(failure), body.into())
+                .await
+        }
+    };
+    if let Err(err) = sent {
         tracing::warn!(%err, op = ?op, "could not send reply");
     }
 }
 
-/// Runs one request, encodes its reply or error, and counts it.
-async fn handle(core: &LeaseCore, op: Op, body: &[u8]) -> Vec<u8> {
-    let started = Instant::now();
-    let (reply, kind) = match op {
+/// ADR-32's error headers of a failed call: the sentence, and the HTTP
+/// status of its kind as the code. The JSON body stays as it is.
+fn service_error(failure: &ErrorBody) -> HeaderMap {
+    // A header value is one line.
+    let sentence = failure.error.replace(['\r', '\n'], " ");
+    let mut headers = HeaderMap::new();
+    headers.insert(HEADER_SERVICE_ERROR, sentence.as_str());
+    headers.insert(
+        HEADER_SERVICE_ERROR_CODE,
+        failure.kind.http_status().to_string().as_str(),
+    );
+    headers
+}
+
+/// Runs one request: its reply body, and the error it answered if it failed.
+async fn handle(core: &LeaseCore, op: Op, body: &[u8]) -> (Vec<u8>, Option<ErrorBody>) {
+    match op {
         Op::Acquire => encode(async { core.acquire(decode(body)?).await }.await),
         Op::Renew => encode(async { core.renew(decode(body)?).await }.await),
         Op::Release => encode(async { core.release(decode(body)?).await }.await),
         Op::Owner => encode(async { core.owner(decode(body)?).await }.await),
         Op::Forward => encode(async { core.forward(decode(body)?).await }.await),
-    };
-    metrics::request(metrics::Front::Nats, op.name(), kind, started.elapsed());
-    reply
+    }
 }
 
-/// The reply body, and `ok` or the error kind.
-fn encode<T: Serialize, E: Into<ErrorBody>>(result: Result<T, E>) -> (Vec<u8>, &'static str) {
-    let (body, kind) = match result {
-        Ok(reply) => (serde_json::to_vec(&reply), "ok"),
+/// The reply body, and the error body too when the call failed.
+fn encode<T: Serialize, E: Into<ErrorBody>>(result: Result<T, E>) -> (Vec<u8>, Option<ErrorBody>) {
+    match result {
+        Ok(reply) => (serde_json::to_vec(&reply).expect("replies serialize"), None),
         Err(err) => {
             let body: ErrorBody = err.into();
-            (serde_json::to_vec(&body), body.kind.name())
+            let json = serde_json::to_vec(&body).expect("error bodies serialize");
+            (json, Some(body))
         }
-    };
-    (body.expect("replies serialize"), kind)
+    }
 }

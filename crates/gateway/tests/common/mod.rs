@@ -9,6 +9,7 @@ pub mod lease_ops;
 pub mod netns;
 pub mod owner;
 pub mod proxy;
+pub mod service;
 pub mod takeover;
 
 use std::io::{BufRead, BufReader};
