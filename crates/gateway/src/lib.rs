@@ -19,6 +19,8 @@
 //!   the NATS service `dagnats-api` (`$SRV.PING`, `INFO`, `STATS`).
 //! - `http`: the HTTP front over the same core: REST, forward, Server-Sent
 //!   Events, docs, health, readiness, metrics and the dashboard.
+//! - `cluster`: what the gateway sees of the cluster (nodes, the stream's
+//!   leader and replicas, live gateways) for `/v1/cluster` and `/readyz`.
 //! - `metrics`, `telemetry`, [`config`]: counters, logs and settings.
 //! - [`cli`]: the ops commands (acquire, owner, watch, hold, ...), on the
 //!   holder library `dagnats-leases-client`.
@@ -28,6 +30,7 @@
 //! command line.
 
 pub mod cli;
+mod cluster;
 pub mod config;
 mod core;
 mod events;

@@ -62,6 +62,19 @@ pub fn nats_connected(connected: bool) {
     metrics::gauge!("dagnats_nats_connected").set(if connected { 1.0 } else { 0.0 });
 }
 
+/// The stream as last read: whether it has a leader (1) or not (0), and
+/// each replica's lag and whether it is current, by replica name.
+pub fn stream(view: &crate::cluster::StreamView) {
+    metrics::gauge!("dagnats_stream_has_leader").set(if view.has_leader() { 1.0 } else { 0.0 });
+    for replica in &view.replicas {
+        let name = replica.name.clone();
+        metrics::gauge!("dagnats_stream_replica_lag", "replica" => name.clone())
+            .set(replica.lag as f64);
+        metrics::gauge!("dagnats_stream_replica_current", "replica" => name)
+            .set(if replica.current { 1.0 } else { 0.0 });
+    }
+}
+
 /// One event-stream client registered for changes; the gauge counts it
 /// while it lives.
 pub struct SseClient(());

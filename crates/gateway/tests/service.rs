@@ -204,11 +204,12 @@ async fn stats_count_successes_and_failures_with_the_last_error() {
         assert_eq!(endpoint["last_error"], last_error, "{endpoint}");
         let total = endpoint["processing_time"].as_u64().unwrap();
         let average = endpoint["average_processing_time"].as_u64().unwrap();
-        if requests == 0 {
-            assert_eq!((total, average), (0, 0), "{endpoint}");
-        } else {
-            assert!(total > 0, "nanoseconds spent: {endpoint}");
-            assert_eq!(average, total / requests, "{endpoint}");
+        match total.checked_div(requests) {
+            None => assert_eq!((total, average), (0, 0), "{endpoint}"),
+            Some(expected) => {
+                assert!(total > 0, "nanoseconds spent: {endpoint}");
+                assert_eq!(average, expected, "{endpoint}");
+            }
         }
     }
 }

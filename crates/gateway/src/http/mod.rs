@@ -5,11 +5,12 @@
 //!
 //! One module per resource, each exporting a router: [`leases`] (acquire,
 //! renew, release, owner, list), [`forward`], [`events`] (SSE), [`ops`]
-//! (health, readiness, metrics), [`docs`] (OpenAPI and the reference page),
+//! (health, readiness, metrics), [`cluster`] (nodes, stream, gateways), [`docs`] (OpenAPI and the reference page),
 //! [`dashboard`] (the bundled owner dashboard).
 //! [`auth`] and [`extract`] are shared.
 
 pub mod auth;
+pub mod cluster;
 pub mod dashboard;
 pub mod docs;
 pub mod error;
@@ -84,6 +85,7 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
         .merge(leases::router(&state))
         .merge(forward::router(&state))
         .merge(events::router(&state))
+        .merge(cluster::router(&state))
         .merge(ops::router())
         .merge(docs::router())
         .merge(dashboard::router())
@@ -176,6 +178,7 @@ fn op_name(route: Option<&str>, delete: bool) -> &'static str {
         Some("/v1/leases") => "list",
         Some("/v1/events") => "events",
         Some("/v1/events/recent") => "recent",
+        Some("/v1/cluster") => "cluster",
         Some(_) => "ops",
         None => "unrouted",
     }
