@@ -289,3 +289,55 @@ async fn a_lease_request_still_gets_exactly_one_reply_with_two_gateways() {
     let owner = call(&c, "owner", json!({"key": "one"})).await;
     assert_eq!(owner["holder"], "h", "{owner}");
 }
+
+#[tokio::test]
+async fn a_long_error_sentence_is_cut_in_the_headers_and_stats_and_whole_in_the_body() {
+    let setup = Setup::start().await;
+    let key = "x".repeat(900_000);
+    let reply = setup
+        .client
+        .request("api.leases.owner", json!({"key": key}).to_string().into())
+        .await
+        .unwrap();
+    let body: Value = serde_json::from_slice(&reply.payload).unwrap();
+    assert_eq!(body["kind"], "invalid");
+    let sentence = body["error"].as_str().unwrap();
+    assert!(sentence.contains(&key), "the body quotes the input whole");
+    let headers = reply.headers.expect("error headers");
+    let header = headers.get("Nats-Service-Error").unwrap().as_str();
+    let cut = header.strip_suffix('…').expect("the header is cut");
+    assert_eq!(cut.len(), 512, "{header}");
+    assert!(sentence.starts_with(cut), "{header}");
+    assert_eq!(
+        headers.get("Nats-Service-Error-Code").unwrap().as_str(),
+        "400"
+    );
+
+    let stats = only_json(&setup.client, "$SRV.STATS").await;
+    let owner = &stats["endpoints"][3];
+    assert_eq!(owner["name"], "owner");
+    assert_eq!(owner["last_error"], format!("400:{header}"), "{owner}");
+}
+
+#[tokio::test]
+async fn an_error_body_that_fits_max_payload_only_without_headers_is_sent_without_them() {
+    let (setup, _config) = Setup::with_max_payload(4096).await;
+    // About 3.8 KB of body: it fits 4096 bytes, body and headers do not.
+    let key = "x".repeat(3_700);
+    let reply = setup
+        .client
+        .request("api.leases.owner", json!({"key": key}).to_string().into())
+        .await
+        .unwrap();
+    let body: Value = serde_json::from_slice(&reply.payload).unwrap();
+    assert_eq!(body["kind"], "invalid", "{body}");
+    // Within 600 bytes of the limit: the headers (a 512-byte sentence) do
+    // not fit beside it.
+    let size = reply.payload.len();
+    assert!((3_500..4_096).contains(&size), "{size}");
+    let has_headers = reply
+        .headers
+        .as_ref()
+        .is_some_and(|h| h.get("Nats-Service-Error").is_some());
+    assert!(!has_headers, "the body, as it was, rather than no reply");
+}

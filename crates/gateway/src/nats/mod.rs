@@ -8,7 +8,9 @@ pub mod service;
 use std::sync::Arc;
 use std::time::Instant;
 
+use async_nats::client::PublishErrorKind;
 use async_nats::{Client, HeaderMap, Message, Subscriber};
+use bytes::Bytes;
 use futures::StreamExt;
 use serde::Serialize;
 use tokio::sync::Semaphore;
@@ -162,12 +164,21 @@ async fn answer(client: &Client, core: &LeaseCore, instance: &Instance, op: Op, 
     let kind = failure.as_ref().map_or("ok", |failure| failure.kind.name());
     metrics::request(metrics::Front::Nats, op.name(), kind, elapsed);
     instance.record(op, elapsed, failure.as_ref());
+    let body = Bytes::from(body);
     let sent = match &failure {
-        None => client.publish(reply_to, body.into()).await,
+        None => client.publish(reply_to, body).await,
         Some(failure) => {
-            client
-                .publish_with_headers(reply_to, service_error(failure), body.into())
+            let headers = service_error(failure);
+            match client
+                .publish_with_headers(reply_to.clone(), headers, body.clone())
                 .await
+            {
+                // The body alone fits, and it is what the caller relies on.
+                Err(err) if err.kind() == PublishErrorKind::MaxPayloadExceeded => {
+                    client.publish(reply_to, body).await
+                }
+                sent => sent,
+            }
         }
     };
     if let Err(err) = sent {
@@ -178,8 +189,7 @@ async fn answer(client: &Client, core: &LeaseCore, instance: &Instance, op: Op, 
 /// ADR-32's error headers of a failed call: the sentence, and the HTTP
 /// status of its kind as the code. The JSON body stays as it is.
 fn service_error(failure: &ErrorBody) -> HeaderMap {
-    // A header value is one line.
-    let sentence = failure.error.replace(['\r', '\n'], " ");
+    let sentence = service::error_sentence(failure);
     let mut headers = HeaderMap::new();
     headers.insert(HEADER_SERVICE_ERROR, sentence.as_str());
     headers.insert(

@@ -82,7 +82,8 @@ impl Instance {
         counters.processing += elapsed;
         if let Some(failure) = failure {
             counters.errors += 1;
-            counters.last_error = format!("{}:{}", failure.kind.http_status(), failure.error);
+            counters.last_error =
+                format!("{}:{}", failure.kind.http_status(), error_sentence(failure));
         }
     }
 
@@ -149,6 +150,25 @@ impl Instance {
             started: self.0.started,
         }
     }
+}
+
+/// Longest error sentence in a header or in STATS: a sentence can quote the
+/// caller's input (a 900 KB key), which must not double a reply's size.
+const ERROR_SENTENCE_MAX: usize = 512;
+
+/// A failed call's sentence as ADR-32's `Nats-Service-Error` and STATS'
+/// `last_error` carry it: one line, at most [`ERROR_SENTENCE_MAX`] bytes.
+pub fn error_sentence(failure: &ErrorBody) -> String {
+    let mut sentence = failure.error.replace(['\r', '\n'], " ");
+    if sentence.len() > ERROR_SENTENCE_MAX {
+        let mut end = ERROR_SENTENCE_MAX;
+        while !sentence.is_char_boundary(end) {
+            end -= 1;
+        }
+        sentence.truncate(end);
+        sentence.push('…');
+    }
+    sentence
 }
 
 fn nanos(duration: Duration) -> u64 {
@@ -275,6 +295,19 @@ mod tests {
             (0, 0)
         );
         assert_eq!(acquire.last_error, "");
+    }
+
+    #[test]
+    fn an_error_sentence_is_one_line_and_bounded() {
+        let failure = |error: String| ErrorBody {
+            error,
+            kind: Kind::Invalid,
+            holder: None,
+            revision: None,
+        };
+        assert_eq!(error_sentence(&failure("a\r\nb".into())), "a  b");
+        let long = error_sentence(&failure("é".repeat(400)));
+        assert_eq!(long, format!("{}…", "é".repeat(256)));
     }
 
     #[test]
