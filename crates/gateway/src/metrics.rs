@@ -1,7 +1,8 @@
 //! Prometheus metrics: one recorder per process, and the few helpers every
 //! part records through, so both fronts count requests the same way.
 
-use std::sync::OnceLock;
+use std::collections::BTreeSet;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -63,15 +64,24 @@ pub fn nats_connected(connected: bool) {
 }
 
 /// The stream as last read: whether it has a leader (1) or not (0), and
-/// each replica's lag and whether it is current, by replica name.
+/// each replica's lag and whether it is current, by replica name. A
+/// replica seen before and missing now (no leader lists it) is not current.
 pub fn stream(view: &crate::cluster::StreamView) {
+    static SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
     metrics::gauge!("dagnats_stream_has_leader").set(if view.has_leader() { 1.0 } else { 0.0 });
+    let mut seen = SEEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    for name in seen.iter() {
+        if !view.replicas.iter().any(|r| &r.name == name) {
+            metrics::gauge!("dagnats_stream_replica_current", "replica" => name.clone()).set(0.0);
+        }
+    }
     for replica in &view.replicas {
         let name = replica.name.clone();
         metrics::gauge!("dagnats_stream_replica_lag", "replica" => name.clone())
             .set(replica.lag as f64);
-        metrics::gauge!("dagnats_stream_replica_current", "replica" => name)
+        metrics::gauge!("dagnats_stream_replica_current", "replica" => name.clone())
             .set(if replica.current { 1.0 } else { 0.0 });
+        seen.insert(name);
     }
 }
 

@@ -166,10 +166,15 @@ async fn readyz_agrees_with_cluster_when_the_stream_has_no_leader() {
         "{}",
         ready.body
     );
+    let text = metrics(&http).await;
     assert!(
-        metrics(&http).await.contains("dagnats_stream_has_leader 0"),
+        text.contains("dagnats_stream_has_leader 0"),
         "/metrics agrees"
     );
+    for gone in ["n2", "n3"] {
+        let line = format!("dagnats_stream_replica_current{{replica=\"{gone}\"}} 0");
+        assert!(text.contains(&line), "{line} in\n{text}");
+    }
 
     cluster.nodes[1].restart().await;
     cluster.nodes[2].restart().await;
@@ -180,6 +185,18 @@ async fn readyz_agrees_with_cluster_when_the_stream_has_no_leader() {
     let view = http.get("/v1/cluster").await.body;
     assert!(view["stream"]["leader"].is_string(), "{view}");
     assert!(metrics(&http).await.contains("dagnats_stream_has_leader 1"));
+    eventually("every replica current", Duration::from_secs(30), || async {
+        let text = metrics(&http).await;
+        ["n1", "n2", "n3"]
+            .iter()
+            .all(|n| {
+                text.contains(&format!(
+                    "dagnats_stream_replica_current{{replica=\"{n}\"}} 1"
+                ))
+            })
+            .then_some(())
+    })
+    .await;
 }
 
 /// The Prometheus text of `/metrics`.
