@@ -209,3 +209,25 @@ async fn metrics(http: &Http) -> String {
     assert_eq!(resp.status(), 200);
     resp.text().await.unwrap()
 }
+
+#[tokio::test]
+async fn gateways_on_every_node_of_a_cluster_are_all_listed() {
+    let cluster = Cluster::start().await;
+    let mut gateways = Vec::new();
+    for node in &cluster.nodes {
+        gateways.push(cluster::gateway(&node.url).await);
+    }
+    let c = cluster.client().await;
+    let ids = pinged_ids(&c).await;
+    assert_eq!(ids.len(), 3, "one per node, across the routes: {ids:?}");
+    for gateway in &gateways {
+        let view = Http::of(gateway).await.get("/v1/cluster").await.body;
+        let listed: BTreeSet<String> = view["gateways"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(listed, ids, "{view}");
+    }
+}

@@ -341,3 +341,31 @@ async fn an_error_body_that_fits_max_payload_only_without_headers_is_sent_withou
         .is_some_and(|h| h.get("Nats-Service-Error").is_some());
     assert!(!has_headers, "the body, as it was, rather than no reply");
 }
+
+#[tokio::test]
+async fn stats_of_all_gateways_add_up_to_the_requests_sent_once_each() {
+    let server = NatsServer::start().await;
+    let _a = Gateway::start(&server.url).await;
+    let _b = Gateway::start(&server.url).await;
+    let c = client(&server.url).await;
+    const N: u64 = 20;
+    for i in 0..N {
+        let reply = call(
+            &c,
+            "acquire",
+            json!({"key": format!("k{i}"), "holder": "h", "ttl_ms": 5000}),
+        )
+        .await;
+        assert_eq!(reply["granted"], true, "{reply}");
+    }
+    let stats = collect_json(&c, "$SRV.STATS.dagnats-api").await;
+    assert_eq!(stats.len(), 2, "{stats:?}");
+    let answered: u64 = stats
+        .iter()
+        .map(|s| s["endpoints"][0]["num_requests"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        answered, N,
+        "each request counted by the one gateway that answered it"
+    );
+}
