@@ -17,9 +17,12 @@
 //! - `events`: the one change-event subscription per gateway, each change
 //!   handed to the event-stream clients whose filter wants it.
 //! - `nats`: the NATS front, `api.leases.*` in queue group `dagnats-leases`;
-//!   it decodes, calls the core, encodes.
+//!   it decodes, calls the core, encodes; and the gateway as an instance of
+//!   the NATS service `dagnats-api` (`$SRV.PING`, `INFO`, `STATS`).
 //! - `http`: the HTTP front over the same core: REST, forward, Server-Sent
 //!   Events, docs, health, readiness, metrics and the dashboard.
+//! - `cluster`: what the gateway sees of the cluster (nodes, the stream's
+//!   leader and replicas, live gateways) for `/v1/cluster` and `/readyz`.
 //! - `metrics` (its `Op` enum owns every `op` label), `telemetry`,
 //!   [`config`]: counters, logs and settings.
 //! - [`cli`]: the ops commands (acquire, owner, watch, hold, ...), on the
@@ -30,6 +33,7 @@
 //! command line.
 
 pub mod cli;
+mod cluster;
 pub mod config;
 mod core;
 mod events;
@@ -210,7 +214,9 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
         }
     });
     let (serving_tx, serving) = watch::channel(false);
+    let instance = nats::service::Instance::new();
     let state = http::AppState {
+        instance: instance.clone(),
         serving: serving.clone(),
         core: core.clone(),
         client: client.clone(),
@@ -237,11 +243,27 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
             give_up.clone(),
         );
         async move {
-            match nats::subscribe(&client).await {
-                Ok(subs) => {
-                    tracing::info!("serving lease requests on api.leases.*");
+            let subscribed = async {
+                let subs = nats::subscribe(&client).await?;
+                let discovery = nats::service::subscribe(&client, &instance).await?;
+                Ok::<_, async_nats::Error>((subs, discovery))
+            };
+            match subscribed.await {
+                Ok((subs, discovery)) => {
+                    tracing::info!(
+                        service = dagnats_leases_wire::names::SERVICE_NAME,
+                        id = instance.id(),
+                        "serving lease requests on api.leases.*"
+                    );
                     serving_tx.send_replace(true);
-                    nats::serve(client, core, subs, tasks, stop, give_up).await;
+                    let discovery = nats::service::serve(
+                        client.clone(),
+                        instance.clone(),
+                        discovery,
+                        stop.clone(),
+                    );
+                    let front = nats::serve(client, core, instance, subs, tasks, stop, give_up);
+                    futures::future::join(front, discovery).await;
                 }
                 Err(err) => tracing::error!(%err, "could not subscribe to the lease subjects"),
             }

@@ -1,7 +1,8 @@
 //! Prometheus metrics: one recorder per process, and the few helpers every
 //! part records through, so both fronts count requests the same way.
 
-use std::sync::OnceLock;
+use std::collections::BTreeSet;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -59,6 +60,8 @@ pub(crate) enum Op {
     Events,
     /// HTTP only: the recent changes.
     Recent,
+    /// HTTP only: `GET /v1/cluster`.
+    Cluster,
     /// HTTP only: health, readiness, metrics, docs and the dashboard.
     Ops,
     /// HTTP only: no route matched.
@@ -78,6 +81,7 @@ impl Op {
             Op::List => "list",
             Op::Events => "events",
             Op::Recent => "recent",
+            Op::Cluster => "cluster",
             Op::Ops => "ops",
             Op::Unrouted => "unrouted",
         }
@@ -102,6 +106,28 @@ pub(crate) fn forward_attempt(outcome: &'static str) {
 /// Whether the gateway's NATS connection is up (1) or not (0).
 pub(crate) fn nats_connected(connected: bool) {
     metrics::gauge!("dagnats_nats_connected").set(if connected { 1.0 } else { 0.0 });
+}
+
+/// The stream as last read: whether it has a leader (1) or not (0), and
+/// each replica's lag and whether it is current, by replica name. A
+/// replica seen before and missing now (no leader lists it) is not current.
+pub fn stream(view: &crate::cluster::StreamView) {
+    static SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    metrics::gauge!("dagnats_stream_has_leader").set(if view.has_leader() { 1.0 } else { 0.0 });
+    let mut seen = SEEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    for name in seen.iter() {
+        if !view.replicas.iter().any(|r| &r.name == name) {
+            metrics::gauge!("dagnats_stream_replica_current", "replica" => name.clone()).set(0.0);
+        }
+    }
+    for replica in &view.replicas {
+        let name = replica.name.clone();
+        metrics::gauge!("dagnats_stream_replica_lag", "replica" => name.clone())
+            .set(replica.lag as f64);
+        metrics::gauge!("dagnats_stream_replica_current", "replica" => name.clone())
+            .set(if replica.current { 1.0 } else { 0.0 });
+        seen.insert(name);
+    }
 }
 
 /// One event-stream client registered for changes; the gauge counts it

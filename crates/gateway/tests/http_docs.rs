@@ -21,6 +21,7 @@ const PATHS: &[&str] = &[
     "/v1/leases",
     "/v1/leases/{key}/forward",
     "/v1/events",
+    "/v1/cluster",
     "/healthz",
     "/readyz",
     "/metrics",

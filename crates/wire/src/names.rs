@@ -98,3 +98,46 @@ pub fn inbox_subject(holder: &str, key: &str) -> String {
 pub fn key_subject(key: &str) -> String {
     format!("$KV.{BUCKET}.{key}")
 }
+
+/// "Five request/reply subjects belong to the dagnats-api service": every
+/// gateway is one instance of this NATS service (ADR-32).
+pub const SERVICE_NAME: &str = "dagnats-api";
+
+/// What `$SRV.INFO` says the service is.
+pub const SERVICE_DESCRIPTION: &str = "dagnats-leases gateway: leases over NATS request/reply, kept in the JetStream KV bucket leases";
+
+/// ADR-32's discovery prefix: `$SRV.<verb>[.<name>[.<id>]]`.
+pub const SERVICE_PREFIX: &str = "$SRV";
+
+/// ADR-32: a failed call's error sentence, "a string describing the error
+/// that could be shown to the user".
+pub const HEADER_SERVICE_ERROR: &str = "Nats-Service-Error";
+
+/// ADR-32: a failed call's code, "always safe to parse as a number"; ours
+/// is the HTTP status of the error's kind.
+pub const HEADER_SERVICE_ERROR_CODE: &str = "Nats-Service-Error-Code";
+
+/// The `type` of a `$SRV.PING` reply (ADR-32).
+pub const SERVICE_PING_TYPE: &str = "io.nats.micro.v1.ping_response";
+/// The `type` of a `$SRV.INFO` reply (ADR-32).
+pub const SERVICE_INFO_TYPE: &str = "io.nats.micro.v1.info_response";
+/// The `type` of a `$SRV.STATS` reply (ADR-32).
+pub const SERVICE_STATS_TYPE: &str = "io.nats.micro.v1.stats_response";
+
+/// ADR-32's verbs: discovery, the instance and its endpoints, their stats.
+pub const SERVICE_VERB_PING: &str = "PING";
+/// See [`SERVICE_VERB_PING`].
+pub const SERVICE_VERB_INFO: &str = "INFO";
+/// See [`SERVICE_VERB_PING`].
+pub const SERVICE_VERB_STATS: &str = "STATS";
+
+/// The three subjects an instance answers `verb` on (one of the
+/// `SERVICE_VERB_*`): every service, every instance of [`SERVICE_NAME`], and this
+/// instance `id`.
+pub fn service_subjects(verb: &str, id: &str) -> [String; 3] {
+    [
+        format!("{SERVICE_PREFIX}.{verb}"),
+        format!("{SERVICE_PREFIX}.{verb}.{SERVICE_NAME}"),
+        format!("{SERVICE_PREFIX}.{verb}.{SERVICE_NAME}.{id}"),
+    ]
+}

@@ -14,7 +14,7 @@ use serde_json::Value;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{AppState, events, forward, leases, ops};
+use super::{AppState, cluster, events, forward, leases, ops};
 
 /// The OpenAPI document of the HTTP front.
 #[derive(OpenApi)]
@@ -36,6 +36,7 @@ use super::{AppState, events, forward, leases, ops};
         ops::healthz,
         ops::readyz,
         ops::render_metrics,
+        cluster::view,
     ),
     components(schemas(
         dagnats_leases_wire::reply::LeaseEnded,
@@ -49,6 +50,7 @@ use super::{AppState, events, forward, leases, ops};
         (name = "forward", description = "Deliver a request to whoever holds a key"),
         (name = "events", description = "Server-Sent Events of every change"),
         (name = "ops", description = "Health, readiness and metrics; no token needed"),
+        (name = "cluster", description = "The NATS nodes, the bucket's stream leader and replicas, the live gateways"),
     )
 )]
 pub(crate) struct ApiDoc;

@@ -5,11 +5,12 @@
 //!
 //! One module per resource, each exporting a router: [`leases`] (acquire,
 //! renew, release, owner, list), [`forward`], [`events`] (SSE), [`ops`]
-//! (health, readiness, metrics), [`docs`] (OpenAPI and the reference page),
+//! (health, readiness, metrics), [`cluster`] (nodes, stream, gateways), [`docs`] (OpenAPI and the reference page),
 //! [`dashboard`] (the bundled owner dashboard).
 //! [`auth`] and [`extract`] are shared.
 
 pub(crate) mod auth;
+pub(crate) mod cluster;
 pub(crate) mod dashboard;
 pub(crate) mod docs;
 pub(crate) mod error;
@@ -64,6 +65,8 @@ pub(crate) struct HttpSettings {
 /// What every handler shares; cheap to clone.
 #[derive(Clone)]
 pub(crate) struct AppState {
+    /// This gateway as an instance of the `dagnats-api` service.
+    pub(crate) instance: crate::nats::service::Instance,
     /// Whether the NATS front has subscribed the lease subjects.
     pub(crate) serving: tokio::sync::watch::Receiver<bool>,
     pub(crate) core: LeaseCore,
@@ -86,6 +89,7 @@ pub(crate) fn app(state: AppState, settings: &HttpSettings) -> Router {
         .merge(leases::router(&state))
         .merge(forward::router(&state))
         .merge(events::router(&state))
+        .merge(cluster::router(&state))
         .merge(ops::router())
         .merge(docs::router())
         .merge(dashboard::router())
@@ -183,6 +187,7 @@ fn op_of(route: Option<&str>, delete: bool) -> Op {
         Some("/v1/leases") => Op::List,
         Some("/v1/events") => Op::Events,
         Some("/v1/events/recent") => Op::Recent,
+        Some("/v1/cluster") => Op::Cluster,
         Some(_) => Op::Ops,
         None => Op::Unrouted,
     }

@@ -1,11 +1,16 @@
 //! The NATS front: the `api.leases.*` request/reply subjects in queue group
 //! `dagnats-leases`. Each handler decodes, calls the core, encodes; nothing
-//! else.
+//! else. [`service`] makes the same subjects the endpoints of the NATS
+//! service `dagnats-api` (ADR-32 discovery and stats).
+
+pub(crate) mod service;
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use async_nats::{Client, Message, Subscriber};
+use async_nats::client::PublishErrorKind;
+use async_nats::{Client, HeaderMap, Message, Subscriber};
+use bytes::Bytes;
 use futures::StreamExt;
 use serde::Serialize;
 use tokio::sync::Semaphore;
@@ -15,16 +20,19 @@ use tokio_util::task::TaskTracker;
 use crate::core::{ErrorBody, LeaseCore, LeaseError};
 use crate::metrics::{self, Op};
 use dagnats_leases_wire::names::{
-    QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
+    HEADER_SERVICE_ERROR, HEADER_SERVICE_ERROR_CODE, QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD,
+    SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
 };
 use dagnats_leases_wire::request::decode;
+use service::Instance;
 
 /// Requests handled at once; past this the front stops reading until one
 /// finishes, so a burst queues in NATS rather than in memory.
 const MAX_IN_FLIGHT: usize = 4_096;
 
-/// The lease operations this front serves, each on its subject.
-const SUBJECTS: [(Op, &str); 5] = [
+/// The lease operations this front serves, each on its subject: the one
+/// list the subscriptions and the service's INFO and STATS all read.
+pub(crate) const SUBJECTS: [(Op, &str); 5] = [
     (Op::Acquire, SUBJECT_ACQUIRE),
     (Op::Renew, SUBJECT_RENEW),
     (Op::Release, SUBJECT_RELEASE),
@@ -62,6 +70,7 @@ pub(crate) async fn subscribe(client: &Client) -> Result<Vec<Subject>, async_nat
 pub(crate) async fn serve(
     client: Client,
     core: LeaseCore,
+    instance: Instance,
     subs: Vec<Subject>,
     tasks: TaskTracker,
     shutdown: CancellationToken,
@@ -71,6 +80,7 @@ pub(crate) async fn serve(
     let front = Front {
         client,
         core,
+        instance,
         tasks,
         permits,
         give_up,
@@ -85,6 +95,7 @@ pub(crate) async fn serve(
 struct Front {
     client: Client,
     core: LeaseCore,
+    instance: Instance,
     tasks: TaskTracker,
     permits: Arc<Semaphore>,
     /// Fires when the shutdown grace runs out.
@@ -117,9 +128,9 @@ impl Front {
                 Step::Request(Some(msg)) => {
                     let permit = self.permits.clone().acquire_owned().await;
                     let (client, core) = (self.client.clone(), self.core.clone());
-                    let give_up = self.give_up.clone();
+                    let (instance, give_up) = (self.instance.clone(), self.give_up.clone());
                     self.tasks.spawn(async move {
-                        answer(&client, &core, op, msg, &give_up).await;
+                        answer(&client, &core, &instance, op, msg, &give_up).await;
                         drop(permit);
                     });
                 }
@@ -132,6 +143,7 @@ impl Front {
 async fn answer(
     client: &Client,
     core: &LeaseCore,
+    instance: &Instance,
     op: Op,
     msg: Message,
     give_up: &CancellationToken,
@@ -140,16 +152,55 @@ async fn answer(
         tracing::debug!(subject = %msg.subject, "request without a reply subject ignored");
         return;
     };
-    let body = handle(core, op, &msg.payload, give_up).await;
-    if let Err(err) = client.publish(reply_to, body.into()).await {
-        tracing::warn!(%err, op = ?op, "could not send reply");
+    let started = Instant::now();
+    let (body, failure) = handle(core, op, &msg.payload, give_up).await;
+    let elapsed = started.elapsed();
+    let kind = failure.as_ref().map_or("ok", |failure| failure.kind.name());
+    metrics::request(metrics::Front::Nats, op, kind, elapsed);
+    instance.record(op, elapsed, failure.as_ref());
+    let body = Bytes::from(body);
+    let sent = match &failure {
+        None => client.publish(reply_to, body).await,
+        Some(failure) => {
+            let headers = service_error(failure);
+            match client
+                .publish_with_headers(reply_to.clone(), headers, body.clone())
+                .await
+            {
+                // The body alone fits, and it is what the caller relies on.
+                Err(err) if err.kind() == PublishErrorKind::MaxPayloadExceeded => {
+                    client.publish(reply_to, body).await
+                }
+                sent => sent,
+            }
+        }
+    };
+    if let Err(err) = sent {
+        tracing::warn!(%err, op = op.label(), "could not send reply");
     }
 }
 
-/// Runs one request, encodes its reply or error, and counts it; stops it
-/// with `internal` when `give_up` fires first.
-async fn handle(core: &LeaseCore, op: Op, body: &[u8], give_up: &CancellationToken) -> Vec<u8> {
-    let started = Instant::now();
+/// ADR-32's error headers of a failed call: the sentence, and the HTTP
+/// status of its kind as the code. The JSON body stays as it is.
+fn service_error(failure: &ErrorBody) -> HeaderMap {
+    let sentence = service::error_sentence(failure);
+    let mut headers = HeaderMap::new();
+    headers.insert(HEADER_SERVICE_ERROR, sentence.as_str());
+    headers.insert(
+        HEADER_SERVICE_ERROR_CODE,
+        failure.kind.http_status().to_string().as_str(),
+    );
+    headers
+}
+
+/// Runs one request: its reply body, and the error it answered if it
+/// failed; stops it with `internal` when `give_up` fires first.
+async fn handle(
+    core: &LeaseCore,
+    op: Op,
+    body: &[u8],
+    give_up: &CancellationToken,
+) -> (Vec<u8>, Option<ErrorBody>) {
     let run = async {
         match op {
             Op::Acquire => encode(async { core.acquire(decode(body)?).await }.await),
@@ -160,26 +211,24 @@ async fn handle(core: &LeaseCore, op: Op, body: &[u8], give_up: &CancellationTok
             other => unreachable!("{other:?} has no NATS subject"),
         }
     };
-    let (reply, kind) = tokio::select! {
+    tokio::select! {
         biased;
         done = run => done,
         () = give_up.cancelled() => {
             tracing::warn!(op = op.label(), "a call was still running when the shutdown grace ran out");
             encode(Err::<(), _>(LeaseError::Stopping))
         }
-    };
-    metrics::request(metrics::Front::Nats, op, kind, started.elapsed());
-    reply
+    }
 }
 
-/// The reply body, and `ok` or the error kind.
-fn encode<T: Serialize, E: Into<ErrorBody>>(result: Result<T, E>) -> (Vec<u8>, &'static str) {
-    let (body, kind) = match result {
-        Ok(reply) => (serde_json::to_vec(&reply), "ok"),
+/// The reply body, and the error body too when the call failed.
+fn encode<T: Serialize, E: Into<ErrorBody>>(result: Result<T, E>) -> (Vec<u8>, Option<ErrorBody>) {
+    match result {
+        Ok(reply) => (serde_json::to_vec(&reply).expect("replies serialize"), None),
         Err(err) => {
             let body: ErrorBody = err.into();
-            (serde_json::to_vec(&body), body.kind.name())
+            let json = serde_json::to_vec(&body).expect("error bodies serialize");
+            (json, Some(body))
         }
-    };
-    (body.expect("replies serialize"), kind)
+    }
 }
