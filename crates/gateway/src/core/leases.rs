@@ -188,7 +188,7 @@ impl LeaseCore {
     /// writes and events (one round trip) or else read through the leader.
     /// A retry whose first write already landed gets `landed`'s answer;
     /// anything else is `lost`.
-    async fn fenced<'a, T>(
+    pub(super) async fn fenced<'a, T>(
         &self,
         bucket: &Bucket,
         key: &str,
@@ -364,7 +364,7 @@ impl LeaseCore {
         Ok(entry)
     }
 
-    fn remember(
+    pub(super) fn remember(
         &self,
         key: &str,
         seq: u64,
@@ -421,10 +421,11 @@ fn lease_record(
         acquired_at,
         written_at,
         prev,
+        previous_holder: None,
     }
 }
 
-fn lost(key: &str, holder: &HolderId, revision: Revision) -> LeaseError {
+pub(super) fn lost(key: &str, holder: &HolderId, revision: Revision) -> LeaseError {
     LeaseError::Lost(format!(
         "{} does not hold {key} at revision {}: it expired, was released, was taken, or the revision is stale",
         holder.as_str(),
@@ -437,7 +438,7 @@ fn lost(key: &str, holder: &HolderId, revision: Revision) -> LeaseError {
 /// It also absorbs clock skew between this gateway and the server.
 const EXPIRY_MARGIN: Duration = Duration::from_millis(250);
 
-fn too_late(expires_at: OffsetDateTime) -> bool {
+pub(super) fn too_late(expires_at: OffsetDateTime) -> bool {
     OffsetDateTime::now_utc() + EXPIRY_MARGIN >= expires_at
 }
 

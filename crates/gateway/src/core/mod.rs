@@ -8,7 +8,9 @@ mod forward;
 mod known;
 mod leases;
 mod list;
+mod transfer;
 
 pub use dagnats_leases_wire::kind::ErrorBody;
 pub use error::{ForwardError, LeaseError};
 pub use leases::LeaseCore;
+pub use list::ListBounds;

@@ -4,7 +4,7 @@
 //! body with the status its kind owns.
 //!
 //! One module per resource, each exporting a router: [`leases`] (acquire,
-//! renew, release, owner, list), [`forward`], [`events`] (SSE), [`ops`]
+//! renew, release, transfer, owner, list), [`forward`], [`events`] (SSE), [`ops`]
 //! (health, readiness, metrics), [`docs`] (OpenAPI and the reference page),
 //! [`dashboard`] (the bundled owner dashboard).
 //! [`auth`] and [`extract`] are shared.
@@ -169,6 +169,7 @@ fn op_name(route: Option<&str>, delete: bool) -> &'static str {
         Some("/v1/leases/{key}/renew") => "renew",
         Some("/v1/leases/{key}/release") => "release",
         Some("/v1/leases/{key}/forward") => "forward",
+        Some("/v1/leases/{key}/transfer") => "transfer",
         Some("/v1/leases/{key}") if delete => "revoke",
         Some("/v1/leases/{key}") => "owner",
         Some("/v1/leases") => "list",

@@ -12,12 +12,13 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::core::{ErrorBody, LeaseCore};
+use crate::core::{ErrorBody, LeaseCore, ListBounds};
 use crate::metrics;
 use dagnats_leases_wire::names::{
-    QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
+    QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE,
+    SUBJECT_RENEW, SUBJECT_TRANSFER,
 };
-use dagnats_leases_wire::request::decode;
+use dagnats_leases_wire::request::{ListLimit, decode};
 
 /// Requests handled at once; past this the front stops reading until one
 /// finishes, so a burst queues in NATS rather than in memory.
@@ -31,10 +32,20 @@ pub enum Op {
     Release,
     Owner,
     Forward,
+    List,
+    Transfer,
 }
 
 impl Op {
-    const ALL: [Op; 5] = [Op::Acquire, Op::Renew, Op::Release, Op::Owner, Op::Forward];
+    const ALL: [Op; 7] = [
+        Op::Acquire,
+        Op::Renew,
+        Op::Release,
+        Op::Owner,
+        Op::Forward,
+        Op::List,
+        Op::Transfer,
+    ];
 
     /// The operation's name, as metrics label it.
     pub fn name(self) -> &'static str {
@@ -44,6 +55,8 @@ impl Op {
             Op::Release => "release",
             Op::Owner => "owner",
             Op::Forward => "forward",
+            Op::List => "list",
+            Op::Transfer => "transfer",
         }
     }
 
@@ -55,6 +68,8 @@ impl Op {
             Op::Release => SUBJECT_RELEASE,
             Op::Owner => SUBJECT_OWNER,
             Op::Forward => SUBJECT_FORWARD,
+            Op::List => SUBJECT_LIST,
+            Op::Transfer => SUBJECT_TRANSFER,
         }
     }
 }
@@ -146,14 +161,22 @@ async fn answer(client: &Client, core: &LeaseCore, op: Op, msg: Message) {
         tracing::debug!(subject = %msg.subject, "request without a reply subject ignored");
         return;
     };
-    let body = handle(core, op, &msg.payload).await;
+    // The reply must fit the server's max_payload, as it is now.
+    let max_payload = client.server_info().max_payload;
+    let body = handle(core, op, &msg.payload, max_payload).await;
     if let Err(err) = client.publish(reply_to, body.into()).await {
         tracing::warn!(%err, op = ?op, "could not send reply");
     }
 }
 
-/// Runs one request, encodes its reply or error, and counts it.
-async fn handle(core: &LeaseCore, op: Op, body: &[u8]) -> Vec<u8> {
+/// Runs one request, encodes its reply or error, and counts it. A list
+/// reply holds 1000 leases unless asked otherwise, and never more than
+/// `max_payload` bytes.
+async fn handle(core: &LeaseCore, op: Op, body: &[u8], max_payload: usize) -> Vec<u8> {
+    let bounds = ListBounds {
+        default_limit: Some(ListLimit::DEFAULT.get()),
+        max_bytes: Some(max_payload),
+    };
     let started = Instant::now();
     let (reply, kind) = match op {
         Op::Acquire => encode(async { core.acquire(decode(body)?).await }.await),
@@ -161,6 +184,8 @@ async fn handle(core: &LeaseCore, op: Op, body: &[u8]) -> Vec<u8> {
         Op::Release => encode(async { core.release(decode(body)?).await }.await),
         Op::Owner => encode(async { core.owner(decode(body)?).await }.await),
         Op::Forward => encode(async { core.forward(decode(body)?).await }.await),
+        Op::List => encode(async { core.list(decode(body)?, bounds).await }.await),
+        Op::Transfer => encode(async { core.transfer(decode(body)?).await }.await),
     };
     metrics::request(metrics::Front::Nats, op.name(), kind, started.elapsed());
     reply

@@ -28,7 +28,7 @@ use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use dagnats_leases_wire::names::{
     HEADER_EVENT, HEADER_EXPECTED_SEQ, HEADER_EXPECTED_SEQ_SUBJECT, HEADER_KV_OPERATION,
-    HEADER_ROLLUP, HEADER_TTL, READ_BARRIER_SUBJECT, RECORD_SUBJECTS, STREAM, key_subject,
+    HEADER_PREVIOUS_HOLDER, HEADER_ROLLUP, HEADER_TTL, READ_BARRIER_SUBJECT, RECORD_SUBJECTS, STREAM, key_subject,
 };
 use dagnats_leases_wire::record::{Entry, WriteEvent, decode_entry};
 use dagnats_leases_wire::timefmt;
@@ -337,8 +337,32 @@ impl Bucket {
     /// Writes `write` to `key` if the key's last sequence is `expected`
     /// (0: the key has no message), and returns the new revision.
     pub async fn write(&self, key: &str, expected: u64, write: Write) -> Result<u64, StoreError> {
+        self.publish(key, expected, write, None).await
+    }
+
+    /// [`write`](Self::write) for a transfer: the record also names, in
+    /// `Dagnats-Lease-Previous-Holder`, the holder it takes the lease from.
+    pub async fn write_transfer(
+        &self,
+        key: &str,
+        expected: u64,
+        write: Write,
+        previous_holder: &str,
+    ) -> Result<u64, StoreError> {
+        self.publish(key, expected, write, Some(previous_holder))
+            .await
+    }
+
+    async fn publish(
+        &self,
+        key: &str,
+        expected: u64,
+        write: Write,
+        previous_holder: Option<&str>,
+    ) -> Result<u64, StoreError> {
         // Names made once: parsing a name on every write was a few
         // percent of a renew (callgrind).
+        const PREVIOUS_HOLDER: HeaderName = HeaderName::from_static(HEADER_PREVIOUS_HOLDER);
         const EXPECTED_SEQ: HeaderName = HeaderName::from_static(HEADER_EXPECTED_SEQ);
         const TTL: HeaderName = HeaderName::from_static(HEADER_TTL);
         const EVENT: HeaderName = HeaderName::from_static(HEADER_EVENT);
@@ -353,6 +377,9 @@ impl Bucket {
             // (a delete would leave one).
             headers.insert(KV_OPERATION, "PURGE");
             headers.insert(ROLLUP, "sub");
+        }
+        if let Some(holder) = previous_holder {
+            headers.insert(PREVIOUS_HOLDER, holder);
         }
         let reply = self
             .request(key_subject(key), headers, write.body.into())
