@@ -351,7 +351,10 @@ mod tests {
         let leases = LeaseClient::new(nats);
         let ttl = Duration::from_secs(5);
         let err = leases.transfer("k", "a", 3, "a", ttl).await.unwrap_err();
-        assert!(matches!(&err, ClientError::Invalid(m) if m.contains("another holder")), "{err:?}");
+        assert!(
+            matches!(&err, ClientError::Invalid(m) if m.contains("another holder")),
+            "{err:?}"
+        );
         let err = leases.list("", None, Some(0)).await.unwrap_err();
         assert!(matches!(err, ClientError::Invalid(_)), "{err:?}");
         let err = leases.list("", Some("a.b"), None).await.unwrap_err();

@@ -349,6 +349,9 @@ fn human(event: &ChangeEvent) -> String {
     if let Some(holder) = &event.holder {
         line.push_str(&format!(" holder={holder}"));
     }
+    if let Some(from) = &event.previous_holder {
+        line.push_str(&format!(" transferred_from={from}"));
+    }
     if let Some(lease) = &event.lease {
         line.push_str(&format!(
             " expires_at={}",

@@ -146,7 +146,11 @@ async fn an_invalid_limit_or_after_is_invalid_and_the_list_still_serves() {
     }
     let reply = common::call_raw(&s.client, "list", b"[]".to_vec()).await;
     assert_eq!(reply["kind"], "invalid", "{reply}");
-    for good in [json!({"limit": 1}), json!({"limit": 5000}), json!({"limit": 2.0})] {
+    for good in [
+        json!({"limit": 1}),
+        json!({"limit": 5000}),
+        json!({"limit": 2.0}),
+    ] {
         assert_eq!(keys(&s.list(good).await), ["k"]);
     }
 }
@@ -161,7 +165,11 @@ async fn a_list_reply_never_exceeds_max_payload_and_names_next_instead() {
     assert!(text.len() <= MAX_PAYLOAD, "{} bytes", text.len());
     let page: Value = serde_json::from_str(&text).unwrap();
     let got = keys(&page);
-    assert!(!got.is_empty() && got.len() < all.len(), "{} leases", got.len());
+    assert!(
+        !got.is_empty() && got.len() < all.len(),
+        "{} leases",
+        got.len()
+    );
     assert_eq!(got, all[..got.len()]);
     assert_eq!(page["next"].as_str(), got.last().map(String::as_str));
     // Paging on from `next` still reaches every lease exactly once.

@@ -11,8 +11,7 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 use crate::names::{
-    CHANGED_PREFIX, HEADER_MARKER_REASON, HEADER_PREVIOUS_HOLDER, HEADER_SEQUENCE,
-    HEADER_TIMESTAMP,
+    CHANGED_PREFIX, HEADER_MARKER_REASON, HEADER_PREVIOUS_HOLDER, HEADER_SEQUENCE, HEADER_TIMESTAMP,
 };
 use crate::record::{Entry, decode_entry};
 use crate::reply::Lease;

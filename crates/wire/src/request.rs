@@ -589,12 +589,19 @@ mod tests {
     fn list_limit_is_a_whole_number_from_1_to_5000() {
         for bad in ["0", "5001"] {
             let msg = invalid::<ListRequest>(&format!(r#"{{"limit":{bad}}}"#));
-            assert!(msg.contains("limit must be a whole number from 1 to 5000"), "{msg}");
+            assert!(
+                msg.contains("limit must be a whole number from 1 to 5000"),
+                "{msg}"
+            );
         }
         for bad in ["1.5", "\"x\"", "-1", "[]"] {
             invalid::<ListRequest>(&format!(r#"{{"limit":{bad}}}"#));
         }
-        for (body, limit) in [("{}", None), (r#"{"limit":null}"#, None), (r#"{"limit":5000}"#, Some(5_000))] {
+        for (body, limit) in [
+            ("{}", None),
+            (r#"{"limit":null}"#, None),
+            (r#"{"limit":5000}"#, Some(5_000)),
+        ] {
             let req: ListRequest = decode(body.as_bytes()).unwrap();
             assert_eq!(req.limit.map(ListLimit::get), limit, "{body}");
         }

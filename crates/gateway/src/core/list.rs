@@ -28,7 +28,11 @@ impl LeaseCore {
     /// The held leases under the prefix and after `after`, ordered by key,
     /// as many as the limit and `bounds` allow; `next` names the last one
     /// when more follow.
-    pub async fn list(&self, req: ListRequest, bounds: ListBounds) -> Result<LeaseList, LeaseError> {
+    pub async fn list(
+        &self,
+        req: ListRequest,
+        bounds: ListBounds,
+    ) -> Result<LeaseList, LeaseError> {
         let limit = req.limit.map(|l| l.get()).or(bounds.default_limit);
         let after = req.after.as_ref().map(|k| k.as_str());
         let bucket = self.bucket()?;
@@ -134,7 +138,9 @@ impl Page {
     /// does not fit.
     fn push(&mut self, lease: Lease) -> bool {
         let full = self.limit.is_some_and(|limit| self.leases.len() >= limit);
-        let size = serde_json::to_vec(&lease).expect("a lease serializes").len()
+        let size = serde_json::to_vec(&lease)
+            .expect("a lease serializes")
+            .len()
             + usize::from(!self.leases.is_empty());
         if full || self.max_bytes.is_some_and(|max| self.bytes + size > max) {
             self.more = true;
@@ -217,7 +223,11 @@ mod tests {
             assert!(list.next.is_some() && !list.leases.is_empty());
             // Only the room kept for the longest `next` and one lease is unused.
             let one = serde_json::to_vec(&lease("key-000")).unwrap().len() + 1;
-            assert!(encoded.len() + NEXT_BYTES + one > max, "{} of {max}", encoded.len());
+            assert!(
+                encoded.len() + NEXT_BYTES + one > max,
+                "{} of {max}",
+                encoded.len()
+            );
         }
     }
 

@@ -73,7 +73,11 @@ impl LeaseCore {
     }
 
     /// The transfer's one write, expecting the holder's fence.
-    async fn transfer_at(&self, bucket: &Bucket, req: &TransferRequest) -> Result<Grant, StoreError> {
+    async fn transfer_at(
+        &self,
+        bucket: &Bucket,
+        req: &TransferRequest,
+    ) -> Result<Grant, StoreError> {
         let key = req.key.as_str();
         let now = OffsetDateTime::now_utc();
         let record = LeaseRecord {
@@ -94,7 +98,13 @@ impl LeaseCore {
             .write_transfer(key, req.revision.get(), write, req.holder.as_str())
             .await?;
         self.remember(key, seq, &record, None);
-        tracing::info!(key, from = req.holder.as_str(), to = req.to.as_str(), revision = seq, "lease transferred");
+        tracing::info!(
+            key,
+            from = req.holder.as_str(),
+            to = req.to.as_str(),
+            revision = seq,
+            "lease transferred"
+        );
         Ok(Grant {
             granted: true,
             lease: record.lease(key, seq, None),

@@ -28,7 +28,8 @@ use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use dagnats_leases_wire::names::{
     HEADER_EVENT, HEADER_EXPECTED_SEQ, HEADER_EXPECTED_SEQ_SUBJECT, HEADER_KV_OPERATION,
-    HEADER_PREVIOUS_HOLDER, HEADER_ROLLUP, HEADER_TTL, READ_BARRIER_SUBJECT, RECORD_SUBJECTS, STREAM, key_subject,
+    HEADER_PREVIOUS_HOLDER, HEADER_ROLLUP, HEADER_TTL, READ_BARRIER_SUBJECT, RECORD_SUBJECTS,
+    STREAM, key_subject,
 };
 use dagnats_leases_wire::record::{Entry, WriteEvent, decode_entry};
 use dagnats_leases_wire::timefmt;
