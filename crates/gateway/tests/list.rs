@@ -177,3 +177,26 @@ async fn a_list_reply_never_exceeds_max_payload_and_names_next_instead() {
     assert!(pages.len() > 1);
     assert_eq!(pages.concat(), all);
 }
+
+#[tokio::test]
+async fn the_client_library_pages_through_every_lease() {
+    let s = Setup::start().await;
+    let all = acquire_all(&s, (0..9).map(|i| format!("k-{i}"))).await;
+    let leases = dagnats_leases_client::LeaseClient::new(s.client.clone());
+    let (mut seen, mut after) = (Vec::new(), None);
+    loop {
+        let page = leases.list("k-", after.as_deref(), Some(4)).await.unwrap();
+        assert!(page.leases.len() <= 4);
+        seen.extend(page.leases.into_iter().map(|lease| lease.key));
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen, all);
+    let err = leases.list("", None, Some(5001)).await.unwrap_err();
+    assert!(
+        matches!(err, dagnats_leases_client::ClientError::Invalid(_)),
+        "{err:?}"
+    );
+}

@@ -250,6 +250,22 @@ async fn http_transfer_answers_as_nats_does_and_needs_the_write_token() {
         409,
         "lost",
     );
+    // The dashboard's recent past names the holder the lease came from.
+    let recent = eventually(
+        "the transfer in the recent events",
+        Duration::from_secs(5),
+        || async {
+            let recent = writer.get("/v1/events/recent").await.body;
+            let events = recent["events"].as_array().cloned().unwrap_or_default();
+            events
+                .into_iter()
+                .find(|e| e["revision"] == moved.body["revision"])
+        },
+    )
+    .await;
+    assert_eq!(recent["event"], "acquired");
+    assert_eq!(recent["holder"], "b");
+    assert_eq!(recent["previous_holder"], "a");
 }
 
 #[tokio::test]
