@@ -5,8 +5,9 @@
 //!
 //! # Layout
 //!
-//! - [`LeaseClient`] (`calls`): acquire, renew, release, owner, forward as
-//!   typed calls, refusing out-of-bounds input before sending.
+//! - [`LeaseClient`] (`calls`): acquire, renew, release, owner, forward,
+//!   transfer and list as typed calls, refusing out-of-bounds input before
+//!   sending.
 //! - [`LeaseKeeper`] (`keeper`): acquire (optionally waiting), renew every
 //!   ttl/3, and a watch of "am I the owner, at which fence".
 //! - [`serve_inbox`] (`inbox`): the owner's side of forward, answering only

@@ -52,10 +52,10 @@ pub(crate) enum Op {
     Release,
     Owner,
     Forward,
+    Transfer,
+    List,
     /// HTTP only: `DELETE /v1/leases/{key}`.
     Revoke,
-    /// HTTP only: `GET /v1/leases`.
-    List,
     /// HTTP only: the change-event stream.
     Events,
     /// HTTP only: the recent changes.
@@ -78,6 +78,7 @@ impl Op {
             Op::Owner => "owner",
             Op::Forward => "forward",
             Op::Revoke => "revoke",
+            Op::Transfer => "transfer",
             Op::List => "list",
             Op::Events => "events",
             Op::Recent => "recent",

@@ -34,6 +34,12 @@ pub const SUBJECT_RELEASE: &str = "api.leases.release";
 pub const SUBJECT_OWNER: &str = "api.leases.owner";
 /// "api.leases.forward sends a request to whichever process holds a key."
 pub const SUBJECT_FORWARD: &str = "api.leases.forward";
+/// Every held lease, a page at a time (contract.md section 7), so a
+/// NATS-only service can see who holds what.
+pub const SUBJECT_LIST: &str = "api.leases.list";
+/// Hands a held lease to another holder in one compare-and-set write
+/// (contract.md section 7): a new tenure with no gap after the old one.
+pub const SUBJECT_TRANSFER: &str = "api.leases.transfer";
 
 /// "dagnats ... makes a NATS request to dagnats.lease.inbox.<holder>.<key>".
 pub const INBOX_PREFIX: &str = "dagnats.lease.inbox";
@@ -68,6 +74,10 @@ pub const HEADER_LAST_EVENT_ID: &str = "Last-Event-ID";
 
 /// Names why a record was written: `acquired`, `renewed` or `released`.
 pub const HEADER_EVENT: &str = "Dagnats-Lease-Event";
+
+/// On a transfer's write (an `acquired` event): the holder the lease was
+/// taken from, so a subscriber tells a hand-over from a fresh acquire.
+pub const HEADER_PREVIOUS_HOLDER: &str = "Dagnats-Lease-Previous-Holder";
 
 /// The JetStream compare-and-set header: the write lands only if the key's
 /// last sequence (the fence) is this one.

@@ -128,6 +128,7 @@ impl FakeRecords {
             acquired_at: written_at,
             written_at,
             prev: 0,
+            previous_holder: None,
         };
         let entry = Entry::Held {
             seq,

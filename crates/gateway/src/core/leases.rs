@@ -187,7 +187,7 @@ impl LeaseCore {
     /// writes and events (one round trip) or else read through the leader.
     /// A retry whose first write already landed gets `landed`'s answer;
     /// anything else is `lost`.
-    async fn fenced<'a, T>(
+    pub(super) async fn fenced<'a, T>(
         &self,
         bucket: &dyn Records,
         key: &str,
@@ -312,6 +312,7 @@ impl LeaseCore {
             event: WriteEvent::Released,
             ttl_secs: ttl_ms / 1_000,
             body: serde_json::to_vec(&tombstone).expect("a record serializes"),
+            previous_holder: None,
         };
         let seq = bucket.write(key, revision, write).await?;
         self.known.forget(key);
@@ -336,6 +337,7 @@ impl LeaseCore {
             event,
             ttl_secs: record.ttl_ms / 1_000,
             body: serde_json::to_vec(record).expect("a record serializes"),
+            previous_holder: None,
         };
         let seq = bucket.write(key, expected, write).await?;
         self.remember(key, seq, record, None);
@@ -363,7 +365,7 @@ impl LeaseCore {
         Ok(entry)
     }
 
-    fn remember(
+    pub(super) fn remember(
         &self,
         key: &str,
         seq: u64,
@@ -421,10 +423,11 @@ fn lease_record(
         acquired_at,
         written_at,
         prev,
+        previous_holder: None,
     }
 }
 
-fn lost(key: &str, holder: &HolderId, revision: Revision) -> LeaseError {
+pub(super) fn lost(key: &str, holder: &HolderId, revision: Revision) -> LeaseError {
     LeaseError::Lost(format!(
         "{} does not hold {key} at revision {}: it expired, was released, was taken, or the revision is stale",
         holder.as_str(),
@@ -437,7 +440,7 @@ fn lost(key: &str, holder: &HolderId, revision: Revision) -> LeaseError {
 /// It also absorbs clock skew between this gateway and the server.
 const EXPIRY_MARGIN: Duration = Duration::from_millis(250);
 
-fn too_late(expires_at: OffsetDateTime) -> bool {
+pub(super) fn too_late(expires_at: OffsetDateTime) -> bool {
     OffsetDateTime::now_utc() + EXPIRY_MARGIN >= expires_at
 }
 

@@ -15,7 +15,9 @@ mod known;
 mod leases;
 mod list;
 pub(crate) mod ports;
+mod transfer;
 
 pub(crate) use dagnats_leases_wire::kind::ErrorBody;
 pub(crate) use error::{ForwardError, LeaseError};
 pub(crate) use leases::LeaseCore;
+pub(crate) use list::ListBounds;

@@ -79,6 +79,9 @@ pub(crate) struct Write {
     /// Whole seconds: every write carries a TTL, so no record outlives it.
     pub(crate) ttl_secs: u64,
     pub(crate) body: Vec<u8>,
+    /// A transfer names the holder it takes the lease from, in
+    /// `Dagnats-Lease-Previous-Holder`.
+    pub(crate) previous_holder: Option<String>,
 }
 
 /// Forward's one request to the holder's inbox, fenced at its revision.

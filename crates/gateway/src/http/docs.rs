@@ -27,6 +27,7 @@ use super::{AppState, cluster, events, forward, leases, ops};
         leases::acquire,
         leases::renew,
         leases::release,
+        leases::transfer,
         leases::owner,
         leases::revoke,
         leases::list,
@@ -46,7 +47,7 @@ use super::{AppState, cluster, events, forward, leases, ops};
     )),
     modifiers(&BearerAuth),
     tags(
-        (name = "leases", description = "Acquire, renew, release, owner and list"),
+        (name = "leases", description = "Acquire, renew, release, transfer, owner and list"),
         (name = "forward", description = "Deliver a request to whoever holds a key"),
         (name = "events", description = "Server-Sent Events of every change"),
         (name = "ops", description = "Health, readiness and metrics; no token needed"),

@@ -42,6 +42,19 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryOf<T> {
     }
 }
 
+/// A query parameter as a request field: the query is text, so a whole
+/// number in it is read as a number; anything else stays text, for the
+/// request type to refuse with its own sentence.
+pub fn query_field(value: Option<serde_json::Value>) -> serde_json::Value {
+    match value {
+        Some(serde_json::Value::String(text)) => text
+            .parse::<u64>()
+            .map_or(serde_json::Value::String(text), serde_json::Value::from),
+        Some(other) => other,
+        None => serde_json::Value::Null,
+    }
+}
+
 /// The whole request body, within the body limit.
 pub(crate) struct Body(pub(crate) Bytes);
 

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::ApiError;
-use super::extract::{Body, KeyPath, QueryOf, is_json};
+use super::extract::{Body, KeyPath, QueryOf, is_json, query_field};
 use super::{AppState, auth, header_name};
 use crate::core::ErrorBody;
 use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_HOLDER};
@@ -79,15 +79,10 @@ pub(crate) async fn forward(
         let req: ForwardRequest = decode_keyed(&key, &body)?;
         return Ok(Json(s.core.forward(req).await?).into_response());
     }
-    let timeout = query.timeout_ms.map(|t| match t {
-        // The query is text: a number in it is read as one.
-        Value::String(text) => text.parse::<u64>().map_or(Value::String(text), Value::from),
-        other => other,
-    });
     let mut req: ForwardRequest = from_fields([
         ("key", Value::from(key)),
         ("payload", Value::from("")),
-        ("timeout_ms", timeout.unwrap_or(Value::Null)),
+        ("timeout_ms", query_field(query.timeout_ms)),
     ])?;
     req.payload = Payload(body);
     let reply = s.core.forward_raw(req).await?;

@@ -4,7 +4,7 @@
 //! body with the status its kind owns.
 //!
 //! One module per resource, each exporting a router: [`leases`] (acquire,
-//! renew, release, owner, list), [`forward`], [`events`] (SSE), [`ops`]
+//! renew, release, transfer, owner, list), [`forward`], [`events`] (SSE), [`ops`]
 //! (health, readiness, metrics), [`cluster`] (nodes, stream, gateways), [`docs`] (OpenAPI and the reference page),
 //! [`dashboard`] (the bundled owner dashboard).
 //! [`auth`] and [`extract`] are shared.
@@ -182,6 +182,7 @@ fn op_of(route: Option<&str>, delete: bool) -> Op {
         Some("/v1/leases/{key}/renew") => Op::Renew,
         Some("/v1/leases/{key}/release") => Op::Release,
         Some("/v1/leases/{key}/forward") => Op::Forward,
+        Some("/v1/leases/{key}/transfer") => Op::Transfer,
         Some("/v1/leases/{key}") if delete => Op::Revoke,
         Some("/v1/leases/{key}") => Op::Owner,
         Some("/v1/leases") => Op::List,

@@ -17,13 +17,13 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::core::{ErrorBody, LeaseCore, LeaseError};
+use crate::core::{ErrorBody, LeaseCore, LeaseError, ListBounds};
 use crate::metrics::{self, Op};
 use dagnats_leases_wire::names::{
     HEADER_SERVICE_ERROR, HEADER_SERVICE_ERROR_CODE, QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD,
-    SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
+    SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW, SUBJECT_TRANSFER,
 };
-use dagnats_leases_wire::request::decode;
+use dagnats_leases_wire::request::{ListLimit, decode};
 use service::Instance;
 
 /// Requests handled at once; past this the front stops reading until one
@@ -32,12 +32,14 @@ const MAX_IN_FLIGHT: usize = 4_096;
 
 /// The lease operations this front serves, each on its subject: the one
 /// list the subscriptions and the service's INFO and STATS all read.
-pub(crate) const SUBJECTS: [(Op, &str); 5] = [
+pub(crate) const SUBJECTS: [(Op, &str); 7] = [
     (Op::Acquire, SUBJECT_ACQUIRE),
     (Op::Renew, SUBJECT_RENEW),
     (Op::Release, SUBJECT_RELEASE),
     (Op::Owner, SUBJECT_OWNER),
     (Op::Forward, SUBJECT_FORWARD),
+    (Op::List, SUBJECT_LIST),
+    (Op::Transfer, SUBJECT_TRANSFER),
 ];
 
 /// One subject's subscription, and the operation it serves.
@@ -153,7 +155,9 @@ async fn answer(
         return;
     };
     let started = Instant::now();
-    let (body, failure) = handle(core, op, &msg.payload, give_up).await;
+    // A list reply must fit the server's max_payload, as it is now.
+    let max_payload = client.server_info().max_payload;
+    let (body, failure) = handle(core, op, &msg.payload, max_payload, give_up).await;
     let elapsed = started.elapsed();
     let kind = failure.as_ref().map_or("ok", |failure| failure.kind.name());
     metrics::request(metrics::Front::Nats, op, kind, elapsed);
@@ -194,13 +198,20 @@ fn service_error(failure: &ErrorBody) -> HeaderMap {
 }
 
 /// Runs one request: its reply body, and the error it answered if it
-/// failed; stops it with `internal` when `give_up` fires first.
+/// failed; stops it with `internal` when `give_up` fires first. A list
+/// reply holds 1000 leases unless asked otherwise, and never more than
+/// `max_payload` bytes.
 async fn handle(
     core: &LeaseCore,
     op: Op,
     body: &[u8],
+    max_payload: usize,
     give_up: &CancellationToken,
 ) -> (Vec<u8>, Option<ErrorBody>) {
+    let bounds = ListBounds {
+        default_limit: Some(ListLimit::DEFAULT.get()),
+        max_bytes: Some(max_payload),
+    };
     let run = async {
         match op {
             Op::Acquire => encode(async { core.acquire(decode(body)?).await }.await),
@@ -208,6 +219,8 @@ async fn handle(
             Op::Release => encode(async { core.release(decode(body)?).await }.await),
             Op::Owner => encode(async { core.owner(decode(body)?).await }.await),
             Op::Forward => encode(async { core.forward(decode(body)?).await }.await),
+            Op::List => encode(async { core.list(decode(body)?, bounds).await }.await),
+            Op::Transfer => encode(async { core.transfer(decode(body)?).await }.await),
             other => unreachable!("{other:?} has no NATS subject"),
         }
     };

@@ -29,7 +29,8 @@ use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use dagnats_leases_wire::names::{
     HEADER_EVENT, HEADER_EXPECTED_SEQ, HEADER_EXPECTED_SEQ_SUBJECT, HEADER_KV_OPERATION,
-    HEADER_ROLLUP, HEADER_TTL, READ_BARRIER_SUBJECT, RECORD_SUBJECTS, STREAM, key_subject,
+    HEADER_PREVIOUS_HOLDER, HEADER_ROLLUP, HEADER_TTL, READ_BARRIER_SUBJECT, RECORD_SUBJECTS,
+    STREAM, key_subject,
 };
 use dagnats_leases_wire::record::{Entry, WriteEvent, decode_entry};
 use dagnats_leases_wire::timefmt;
@@ -306,6 +307,7 @@ impl Bucket {
     ) -> Result<u64, StoreError> {
         // Names made once: parsing a name on every write was a few
         // percent of a renew (callgrind).
+        const PREVIOUS_HOLDER: HeaderName = HeaderName::from_static(HEADER_PREVIOUS_HOLDER);
         const EXPECTED_SEQ: HeaderName = HeaderName::from_static(HEADER_EXPECTED_SEQ);
         const TTL: HeaderName = HeaderName::from_static(HEADER_TTL);
         const EVENT: HeaderName = HeaderName::from_static(HEADER_EVENT);
@@ -320,6 +322,9 @@ impl Bucket {
             // (a delete would leave one).
             headers.insert(KV_OPERATION, "PURGE");
             headers.insert(ROLLUP, "sub");
+        }
+        if let Some(holder) = write.previous_holder {
+            headers.insert(PREVIOUS_HOLDER, holder);
         }
         let reply = self
             .jetstream
