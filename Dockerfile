@@ -14,7 +14,10 @@ RUN apt-get update \
 COPY --from=build /src/target/release/dagnats-leases /usr/local/bin/dagnats-leases
 USER dagnats
 ENV NATS_URL=nats://nats:4222
-# In a container the HTTP API must listen beyond loopback to be reachable.
+# In a container the HTTP API must listen beyond loopback to be reachable,
+# so it refuses to start without a write token: pass one at run time, e.g.
+#   docker run -e DAGNATS_HTTP_TOKEN="$(openssl rand -hex 32)" ...
+# (or DAGNATS_HTTP_INSECURE=1 if an open API is really meant).
 ENV DAGNATS_HTTP_ADDR=0.0.0.0:8080
 EXPOSE 8080
 ENTRYPOINT ["dagnats-leases"]

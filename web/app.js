@@ -470,6 +470,52 @@ $('hide-renewed').addEventListener('change', () => {
   for (const li of $('log').children) li.hidden = $('hide-renewed').checked && li.dataset.event === 'renewed';
 });
 
+// ---- the cluster: /v1/cluster every few seconds, rendered as text only
+
+const CLUSTER_EVERY_MS = 5000;
+
+function fillTable(id, rows) {
+  const body = $(id).tBodies[0];
+  body.replaceChildren(...rows.map((cells) => {
+    const tr = document.createElement('tr');
+    for (const [text, cls] of cells) {
+      const td = document.createElement('td');
+      td.textContent = text;
+      if (cls) td.className = cls;
+      tr.append(td);
+    }
+    return tr;
+  }));
+}
+
+async function loadCluster() {
+  let reply;
+  try {
+    reply = await api('GET', '/v1/cluster');
+  } catch {
+    return; // the gateway is unreachable: the status light says so already
+  }
+  const { status, data } = reply;
+  if (status !== 200) return;
+  const stream = data.stream;
+  $('cluster-leader').textContent = stream.leader
+    ? `${stream.name} leader: ${stream.leader}`
+    : `${stream.name} has no leader${stream.error ? ': ' + stream.error : ''}`;
+  $('cluster-leader').className = stream.leader ? 'muted' : 'bad';
+  fillTable('cluster-replicas', stream.replicas.map((r) => [
+    [r.name],
+    [r.leader ? 'leader' : 'follower'],
+    r.offline ? ['offline', 'bad'] : r.current ? ['current', 'ok'] : ['catching up', 'warn'],
+    [String(r.lag)],
+  ]));
+  fillTable('cluster-nodes', data.nodes.map((n) => [
+    [n.url + (n.connected ? ' (connected)' : '')], [n.name || ''], [n.version || ''],
+  ]));
+  fillTable('cluster-gateways', data.gateways.map((g) => [
+    [g.id + (g.id === data.gateway.id ? ' (this one)' : '')], [g.version],
+  ]));
+}
+
 setInterval(() => {
   const now = Date.now();
   for (const key of state.visible) {
@@ -482,3 +528,5 @@ setInterval(() => {
 setInterval(drawTimeline, 1000);
 
 loadHistory().then(stream);
+loadCluster();
+setInterval(loadCluster, CLUSTER_EVERY_MS);

@@ -1,13 +1,15 @@
 //! The same lease operations on etcd 3.4, the tool users compare us with:
 //! acquire is a lease grant plus a put-if-absent transaction (what etcd's
-//! own election recipe does); renew is one keep-alive round trip.
+//! own election recipe does); renew is one keep-alive round trip; owner is
+//! a linearizable get (etcd-client's default); list is one range get.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
+use futures::StreamExt;
 
-use crate::measure::{Latency, sequential, throughput};
+use crate::measure::{Latency, RangeRead, sequential, throughput};
 
 const TTL_SECS: i64 = 60;
 
@@ -29,8 +31,9 @@ async fn acquire(client: &mut Client, key: &str) -> i64 {
     lease
 }
 
-pub async fn connect(url: &str) -> Client {
-    Client::connect([url], None)
+/// A client of every member: etcd-client spreads its calls over them.
+pub async fn connect(urls: &[String]) -> Client {
+    Client::connect(urls, None)
         .await
         .expect("connecting to etcd")
 }
@@ -116,6 +119,71 @@ pub async fn compare_and_set_throughput(client: &Client, clients: u64, duration:
             assert!(done.succeeded(), "{key} was not changed by anyone else");
             let header = done.header().expect("a response header");
             revision.store(header.revision(), std::sync::atomic::Ordering::Relaxed);
+        }
+    })
+    .await
+}
+
+/// Sequential linearizable gets of one key (the renew latency's key, so run
+/// [`renew_latency`] first): what an owner query is on etcd.
+pub async fn get_latency(client: &Client, n: u64) -> Latency {
+    sequential(n, |_| {
+        let mut client = client.clone();
+        async move {
+            let reply = client.get("renew-me", None).await.expect("get");
+            assert_eq!(reply.kvs().len(), 1, "renew-me is held");
+        }
+    })
+    .await
+}
+
+/// Linearizable gets per second with `clients` concurrent readers, each of
+/// its [`renew_throughput`] holder's key (so run that first).
+pub async fn get_throughput(client: &Client, clients: u64, duration: Duration) -> f64 {
+    let client = client.clone();
+    throughput(clients, duration, move |c, _| {
+        let mut client = client.clone();
+        async move {
+            let reply = client.get(format!("tp-{c}"), None).await.expect("get");
+            assert_eq!(reply.kvs().len(), 1, "tp-{c} is held");
+        }
+    })
+    .await
+}
+
+/// Puts `keys` keys under a prefix of their own, each to a lease as a held
+/// lease is and about as large as a lease record, then times `calls` range
+/// gets of the whole prefix (linearizable, one call each).
+pub async fn range_read(client: &Client, keys: u64, calls: u64) -> RangeRead {
+    let lease = client
+        .clone()
+        .lease_grant(TTL_SECS * 10, None)
+        .await
+        .expect("lease grant")
+        .id();
+    futures::stream::iter(0..keys)
+        .map(|i| {
+            let mut client = client.clone();
+            async move {
+                let value = format!(
+                    r#"{{"holder":"holder-{i}","ttl_ms":60000,"acquired_at":"2026-12-01T00:00:00.000Z"}}"#
+                );
+                let options = PutOptions::new().with_lease(lease);
+                client
+                    .put(format!("held/{i:06}"), value, Some(options))
+                    .await
+                    .expect("put");
+            }
+        })
+        .buffer_unordered(64)
+        .collect::<()>()
+        .await;
+    RangeRead::measure(keys, calls, || {
+        let mut client = client.clone();
+        async move {
+            let options = GetOptions::new().with_prefix();
+            let reply = client.get("held/", Some(options)).await.expect("range get");
+            reply.kvs().len() as u64
         }
     })
     .await

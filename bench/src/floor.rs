@@ -1,6 +1,7 @@
 //! The floor NATS itself sets, measured with the same client library: one
-//! core request/reply hop, one JetStream compare-and-set publish with a TTL
-//! to the bucket, and one read of a key through the stream leader.
+//! core request/reply hop, one JetStream compare-and-set publish with a TTL,
+//! and one read of a key through the stream leader, each on a stream with
+//! the bucket's settings ([`FloorStream`]).
 
 use async_nats::{Client, HeaderMap};
 use futures::StreamExt;
@@ -8,7 +9,7 @@ use serde_json::{Value, json};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::measure::{Latency, sequential, throughput};
 
@@ -45,6 +46,85 @@ pub async fn hop(nats: &Client, echo: &str, n: u64) -> Latency {
     .await
 }
 
+/// The stream the raw floors write to and read from.
+#[derive(Debug, Clone)]
+pub struct FloorStream {
+    pub stream: String,
+    /// Subjects are this prefix plus a key.
+    prefix: String,
+}
+
+/// The floor stream's name when it is not the bucket itself.
+const R3_STREAM: &str = "BENCH_FLOOR_R3";
+const R3_PREFIX: &str = "bench.floor.kv.";
+
+impl FloorStream {
+    /// The bucket's own stream (`KV_leases`): on one node the floor writes
+    /// beside the leases, in the very stream a renew writes to.
+    pub fn bucket() -> Self {
+        FloorStream {
+            stream: "KV_leases".into(),
+            prefix: "$KV.leases.".into(),
+        }
+    }
+
+    /// A stream of its own with the bucket's settings at 3 replicas (the
+    /// config `crates/gateway/src/store/provision.rs` creates, republish
+    /// included, under another name), once it has a leader: the floor of
+    /// the production layout, apart from the leases.
+    pub async fn create_r3(nats: &Client) -> Self {
+        let config = json!({
+            "name": R3_STREAM,
+            "subjects": [format!("{R3_PREFIX}>")],
+            "max_msgs_per_subject": 1,
+            "max_age": 0,
+            "allow_rollup_hdrs": true,
+            "allow_direct": false,
+            "allow_msg_ttl": true,
+            "subject_delete_marker_ttl": Duration::from_secs(5).as_nanos() as u64,
+            "republish": {
+                "src": format!("{R3_PREFIX}*"),
+                "dest": "bench.floor.changed.{{wildcard(1)}}",
+            },
+            "storage": "file",
+            "discard": "new",
+            "deny_delete": true,
+            "num_replicas": 3,
+        });
+        let created = js_api(nats, &format!("STREAM.CREATE.{R3_STREAM}"), config).await;
+        assert!(created.get("error").is_none(), "{created}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let info = js_api(nats, &format!("STREAM.INFO.{R3_STREAM}"), json!({})).await;
+            let current = info["cluster"]["replicas"]
+                .as_array()
+                .map_or(0, |r| r.iter().filter(|r| r["current"] == true).count());
+            if info["cluster"]["leader"].is_string() && current == 2 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{R3_STREAM} not healthy: {info}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        FloorStream {
+            stream: R3_STREAM.into(),
+            prefix: R3_PREFIX.into(),
+        }
+    }
+
+    fn subject(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+}
+
+async fn js_api(nats: &Client, op: &str, body: Value) -> Value {
+    let payload = serde_json::to_vec(&body).expect("JSON");
+    let reply = nats
+        .request(format!("$JS.API.{op}"), payload.into())
+        .await
+        .expect("JetStream API");
+    serde_json::from_slice(&reply.payload).expect("JetStream API reply")
+}
+
 async fn cas(nats: &Client, subject: &str, expected: u64) -> u64 {
     let mut headers = HeaderMap::new();
     headers.insert(
@@ -62,30 +142,38 @@ async fn cas(nats: &Client, subject: &str, expected: u64) -> u64 {
         .unwrap_or_else(|| panic!("CAS failed: {ack}"))
 }
 
-/// A JetStream compare-and-set publish with a TTL to the bucket.
-pub async fn compare_and_set(nats: &Client, n: u64) -> Latency {
-    let subject = "$KV.leases.bench-floor-cas";
-    let last = std::cell::Cell::new(cas(nats, subject, 0).await);
+/// A JetStream compare-and-set publish with a TTL.
+pub async fn compare_and_set(nats: &Client, on: &FloorStream, n: u64) -> Latency {
+    let subject = on.subject("bench-floor-cas");
+    let last = std::cell::Cell::new(cas(nats, &subject, 0).await);
     sequential(n, |_| async {
-        last.set(cas(nats, subject, last.get()).await);
+        last.set(cas(nats, &subject, last.get()).await);
     })
     .await
 }
 
+fn throughput_key(c: u64) -> String {
+    format!("bench-floor-tp-{c}")
+}
+
 /// Raw compare-and-set publishes per second with `clients` concurrent
 /// writers, one key each: the JetStream work a renew cannot avoid.
-pub async fn compare_and_set_throughput(nats: &Client, clients: u64, duration: Duration) -> f64 {
+pub async fn compare_and_set_throughput(
+    nats: &Client,
+    on: &FloorStream,
+    clients: u64,
+    duration: Duration,
+) -> f64 {
     let mut last = Vec::new();
     for c in 0..clients {
-        let seq = cas(nats, &format!("$KV.leases.bench-floor-tp-{c}"), 0).await;
+        let seq = cas(nats, &on.subject(&throughput_key(c)), 0).await;
         last.push(AtomicU64::new(seq));
     }
-    let (nats, last) = (nats.clone(), Arc::new(last));
+    let (nats, last, on) = (nats.clone(), Arc::new(last), on.clone());
     throughput(clients, duration, move |c, _| {
-        let (nats, last) = (nats.clone(), last.clone());
+        let (nats, last, subject) = (nats.clone(), last.clone(), on.subject(&throughput_key(c)));
         async move {
             let slot = &last[c as usize];
-            let subject = format!("$KV.leases.bench-floor-tp-{c}");
             let seq = cas(&nats, &subject, slot.load(Ordering::Relaxed)).await;
             slot.store(seq, Ordering::Relaxed);
         }
@@ -93,15 +181,39 @@ pub async fn compare_and_set_throughput(nats: &Client, clients: u64, duration: D
     .await
 }
 
+async fn read(nats: &Client, on: &FloorStream, body: Vec<u8>) {
+    let reply = nats
+        .request(format!("$JS.API.STREAM.MSG.GET.{}", on.stream), body.into())
+        .await
+        .expect("read");
+    assert!(!reply.payload.is_empty());
+}
+
+fn last_by_subject(on: &FloorStream, key: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({"last_by_subj": on.subject(key)})).expect("JSON")
+}
+
 /// A read of one key's last message through the stream leader.
-pub async fn leader_read(nats: &Client, n: u64) -> Latency {
-    let body = serde_json::to_vec(&json!({"last_by_subj": "$KV.leases.bench-floor-cas"})).unwrap();
-    sequential(n, |_| async {
-        let reply = nats
-            .request("$JS.API.STREAM.MSG.GET.KV_leases", body.clone().into())
-            .await
-            .expect("read");
-        assert!(!reply.payload.is_empty());
+pub async fn leader_read(nats: &Client, on: &FloorStream, n: u64) -> Latency {
+    let body = last_by_subject(on, "bench-floor-cas");
+    sequential(n, |_| read(nats, on, body.clone())).await
+}
+
+/// Leader reads per second with `clients` concurrent readers, each of the
+/// key its [`compare_and_set_throughput`] writer wrote (so run that first).
+pub async fn leader_read_throughput(
+    nats: &Client,
+    on: &FloorStream,
+    clients: u64,
+    duration: Duration,
+) -> f64 {
+    let (nats, on) = (nats.clone(), on.clone());
+    throughput(clients, duration, move |c, _| {
+        let (nats, on) = (nats.clone(), on.clone());
+        async move {
+            let body = last_by_subject(&on, &throughput_key(c));
+            read(&nats, &on, body).await;
+        }
     })
     .await
 }

@@ -138,17 +138,19 @@ pub async fn owner_throughput(leases: &LeaseClient, clients: u64, duration: Dura
     .await
 }
 
-/// Acquires `n` leases of `ttl` for distinct holders, 64 at a time: the
-/// standing population a gateway serves while other figures are taken.
-pub async fn hold_many(leases: &LeaseClient, n: u64, ttl: Duration) {
+/// Acquires `n` leases of `ttl` under `prefix` for distinct holders, 64 at
+/// a time: the standing population a gateway serves while other figures
+/// are taken.
+pub async fn hold_many(leases: &LeaseClient, prefix: &str, n: u64, ttl: Duration) {
     use futures::StreamExt;
     futures::stream::iter(0..n)
         .map(|i| async move {
+            let key = format!("{prefix}{i}");
             let grant = leases
-                .acquire(&format!("held-{i}"), &format!("holder-{i}"), ttl)
+                .acquire(&key, &format!("holder-{i}"), ttl)
                 .await
                 .expect("acquire");
-            assert!(grant.granted, "held-{i} was free");
+            assert!(grant.granted, "{key} was free");
         })
         .buffer_unordered(64)
         .collect::<()>()

@@ -1,5 +1,7 @@
-//! The same operations over the HTTP front, and Server-Sent Events
-//! fan-out to many subscribers.
+//! The same operations over the HTTP front, a list of every held lease,
+//! and Server-Sent Events fan-out to many subscribers. With more than one
+//! gateway, calls alternate between them (and so do subscribers), as a load
+//! balancer in front of them would spread them.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -10,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::gateway_ops::Sequential;
-use crate::measure::{Latency, Recorder, sequential};
+use crate::measure::{Latency, RangeRead, Recorder, sequential};
 use crate::procs::usage;
 
 const TTL_MS: u64 = 60_000;
@@ -26,27 +28,38 @@ async fn post(http: &reqwest::Client, url: String, body: Value) -> Value {
     reply.json().await.expect("JSON reply")
 }
 
+/// The gateway call `i` goes to: each in turn.
+fn at(bases: &[String], i: u64) -> &str {
+    &bases[(i % bases.len() as u64) as usize]
+}
+
 /// Latency of each operation over HTTP, one call after another.
-pub async fn sequential_ops(http: &reqwest::Client, base: &str, n: u64) -> Sequential {
+pub async fn sequential_ops(http: &reqwest::Client, bases: &[String], n: u64) -> Sequential {
     let acquire = sequential(n, |i| async move {
         let body = json!({"holder": "bench", "ttl_ms": TTL_MS});
+        let base = at(bases, i);
         post(http, format!("{base}/v1/leases/hacq-{i}/acquire"), body).await;
     })
     .await;
     let held = post(
         http,
-        format!("{base}/v1/leases/hrenew/acquire"),
+        format!("{}/v1/leases/hrenew/acquire", at(bases, 0)),
         json!({"holder": "bench", "ttl_ms": TTL_MS}),
     )
     .await;
     let fence = std::cell::Cell::new(held["revision"].as_u64().unwrap());
-    let renew = sequential(n, |_| async {
-        let body = json!({"holder": "bench", "revision": fence.get(), "ttl_ms": TTL_MS});
-        let r = post(http, format!("{base}/v1/leases/hrenew/renew"), body).await;
-        fence.set(r["revision"].as_u64().unwrap());
+    let renew = sequential(n, |i| {
+        let fence = &fence;
+        async move {
+            let body = json!({"holder": "bench", "revision": fence.get(), "ttl_ms": TTL_MS});
+            let base = at(bases, i);
+            let r = post(http, format!("{base}/v1/leases/hrenew/renew"), body).await;
+            fence.set(r["revision"].as_u64().unwrap());
+        }
     })
     .await;
-    let owner = sequential(n, |_| async {
+    let owner = sequential(n, |i| async move {
+        let base = at(bases, i);
         http.get(format!("{base}/v1/leases/hrenew"))
             .send()
             .await
@@ -61,7 +74,7 @@ pub async fn sequential_ops(http: &reqwest::Client, base: &str, n: u64) -> Seque
     for i in 0..total {
         let r = post(
             http,
-            format!("{base}/v1/leases/hrel-{i}/acquire"),
+            format!("{}/v1/leases/hrel-{i}/acquire", at(bases, i)),
             json!({"holder": "bench", "ttl_ms": TTL_MS}),
         )
         .await;
@@ -72,13 +85,15 @@ pub async fn sequential_ops(http: &reqwest::Client, base: &str, n: u64) -> Seque
         let i = next.get();
         next.set(i + 1);
         let body = json!({"holder": "bench", "revision": fences[i]});
+        let base = at(bases, i as u64);
         async move {
             post(http, format!("{base}/v1/leases/hrel-{i}/release"), body).await;
         }
     })
     .await;
-    let forward = sequential(n, |_| async {
+    let forward = sequential(n, |i| async move {
         let body = json!({"payload": "cGluZw==", "timeout_ms": 5000});
+        let base = at(bases, i);
         post(http, format!("{base}/v1/leases/fwd/forward"), body).await;
     })
     .await;
@@ -91,6 +106,30 @@ pub async fn sequential_ops(http: &reqwest::Client, base: &str, n: u64) -> Seque
     }
 }
 
+/// `GET /v1/leases?prefix=...` `calls` times, each call answering every
+/// held lease under `prefix`, which must be `leases` of them.
+pub async fn list(
+    http: &reqwest::Client,
+    bases: &[String],
+    prefix: &str,
+    leases: u64,
+    calls: u64,
+) -> RangeRead {
+    let next = std::cell::Cell::new(0u64);
+    RangeRead::measure(leases, calls, || {
+        let i = next.get();
+        next.set(i + 1);
+        let url = format!("{}/v1/leases?prefix={prefix}", at(bases, i));
+        async move {
+            let reply = http.get(url).send().await.expect("list");
+            assert!(reply.status().is_success(), "{}", reply.status());
+            let body: Value = reply.json().await.expect("JSON list");
+            body["leases"].as_array().map_or(0, Vec::len) as u64
+        }
+    })
+    .await
+}
+
 /// What SSE fan-out came to.
 #[derive(Debug, Clone, Serialize)]
 pub struct FanOut {
@@ -100,22 +139,41 @@ pub struct FanOut {
     pub delivered_per_second: f64,
     /// From the start of the write to each client's receipt.
     pub lag: Latency,
+    /// The largest resident memory of a gateway.
     pub gateway_rss_mb: f64,
 }
 
-/// `clients` event-stream subscribers; `changes` renewals at a steady pace;
-/// every delivery's lag is recorded.
+/// The largest resident memory among `pids`, in MB.
+fn largest_rss_mb(pids: &[u32]) -> f64 {
+    let bytes = pids.iter().map(|p| usage(*p).rss_bytes).max().unwrap_or(0);
+    bytes as f64 / 1_048_576.0
+}
+
+/// The event-stream clients `base`'s gateway counts.
+async fn sse_clients(http: &reqwest::Client, base: &str) -> u64 {
+    let Ok(reply) = http.get(format!("{base}/metrics")).send().await else {
+        return 0;
+    };
+    let text = reply.text().await.unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("dagnats_sse_clients "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+/// `clients` event-stream subscribers, spread over the gateways; `changes`
+/// renewals at a steady pace; every delivery's lag is recorded.
 pub async fn fan_out(
     http: &reqwest::Client,
-    base: &str,
-    gateway_pid: u32,
+    bases: &[String],
+    gateway_pids: &[u32],
     clients: u64,
     changes: u64,
 ) -> FanOut {
     let mut readers = Vec::new();
-    for _ in 0..clients {
+    for c in 0..clients {
         let resp = http
-            .get(format!("{base}/v1/events?key=fan"))
+            .get(format!("{}/v1/events?key=fan", at(bases, c)))
             .send()
             .await
             .expect("event stream");
@@ -144,41 +202,35 @@ pub async fn fan_out(
             received
         }));
     }
-    // Every client is connected once the gateway counts it.
-    let connected = format!("dagnats_sse_clients {clients}");
+    // Every client is connected once the gateways count it.
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
-        let metrics = http
-            .get(format!("{base}/metrics"))
-            .send()
-            .await
-            .expect("metrics");
-        if metrics
-            .text()
-            .await
-            .unwrap_or_default()
-            .contains(&connected)
-        {
+        let mut counted = 0;
+        for base in bases {
+            counted += sse_clients(http, base).await;
+        }
+        if counted >= clients {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let rss_mb = usage(gateway_pid).rss_bytes as f64 / 1_048_576.0;
+    let rss_mb = largest_rss_mb(gateway_pids);
     let held = post(
         http,
-        format!("{base}/v1/leases/fan/acquire"),
+        format!("{}/v1/leases/fan/acquire", at(bases, 0)),
         json!({"holder": "bench", "ttl_ms": TTL_MS}),
     )
     .await;
     let mut fence = held["revision"].as_u64().unwrap();
     let mut sent = HashMap::new();
     let started = Instant::now();
-    for _ in 0..changes {
-        let at = Instant::now();
+    for change in 0..changes {
+        let start = Instant::now();
         let body = json!({"holder": "bench", "revision": fence, "ttl_ms": TTL_MS});
+        let base = at(bases, change);
         let r = post(http, format!("{base}/v1/leases/fan/renew"), body).await;
         fence = r["revision"].as_u64().unwrap();
-        sent.insert(fence, at);
+        sent.insert(fence, start);
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let mut lags = Recorder::default();
@@ -202,6 +254,6 @@ pub async fn fan_out(
         delivered,
         delivered_per_second: delivered as f64 / elapsed,
         lag,
-        gateway_rss_mb: rss_mb.max(usage(gateway_pid).rss_bytes as f64 / 1_048_576.0),
+        gateway_rss_mb: rss_mb.max(largest_rss_mb(gateway_pids)),
     }
 }

@@ -1,18 +1,22 @@
 //! `dagnats-leases-bench`: latency, throughput and scale of the lease
 //! gateway beside the floor NATS sets and beside etcd, in one run, against
-//! servers it starts itself on loopback.
+//! servers it starts itself on loopback: first the production layout (three
+//! nats-server nodes fsyncing every write, the bucket at 3 replicas, two
+//! gateways, a three-member etcd), then a single node.
 //!
 //! ```sh
-//! cargo run --release -p dagnats-leases-bench            # the full run (a few minutes)
-//! cargo run -p dagnats-leases-bench -- --smoke           # seconds; what CI runs
+//! cargo run --release -p dagnats-leases-bench                         # both layouts
+//! cargo run --release -p dagnats-leases-bench -- --layout production  # one of them
+//! cargo run -p dagnats-leases-bench -- --smoke                        # seconds; what CI runs
 //! ```
 //!
-//! It prints a markdown table and writes the figures as JSON (`--out`).
+//! It prints markdown tables and writes the figures as JSON (`--out`).
 
 mod etcd_ops;
 mod floor;
 mod gateway_ops;
 mod http_ops;
+mod layout;
 mod measure;
 mod procs;
 mod report;
@@ -21,9 +25,13 @@ mod scale;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use dagnats_leases_client::LeaseClient;
+use dagnats_leases_testkit::{Cluster, Gateway};
+use floor::FloorStream;
+use layout::Setup;
 use measure::metered;
+use report::{Durable, Figures, SingleNode};
 
 /// The gateway this benchmark measures runs in this binary (`gateway`
 /// mode), so it takes the allocator `dagnats-leases` ships with.
@@ -38,9 +46,25 @@ struct Cli {
     /// A run of seconds with tiny counts, to prove the benchmark still works.
     #[arg(long)]
     smoke: bool,
+    /// Which servers to measure: the production layout, a single node, or
+    /// both in one run (production first).
+    #[arg(long, value_enum, default_value_t = Layout::Both)]
+    layout: Layout,
     /// Where to write the figures as JSON.
     #[arg(long, default_value = "target/bench/leases.json")]
     out: PathBuf,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Layout {
+    /// 3 nats-server nodes with `sync_interval: always`, the bucket at R3,
+    /// 2 gateways, a 3-member etcd, the floor on an R3 stream.
+    Production,
+    /// 1 nats-server with its default fsync, 1 gateway, 1 etcd member, the
+    /// floor on the bucket's stream; and the gateway on 1 fsyncing node.
+    Single,
+    /// Production, then single.
+    Both,
 }
 
 #[derive(Subcommand)]
@@ -62,8 +86,11 @@ pub struct Params {
     pub scale_seconds: u64,
     pub sse_clients: u64,
     pub sse_changes: u64,
-    /// Leases held (TTL 60 s) while the SSE fan-out is measured.
+    /// Leases held (TTL 60 s) while they are listed and the SSE fan-out
+    /// is measured; etcd's range read gets as many keys.
     pub sse_leases: u64,
+    /// Calls of list (and of etcd's range get), each timed.
+    pub list_calls: u64,
 }
 
 impl Params {
@@ -79,6 +106,7 @@ impl Params {
                 sse_clients: 10,
                 sse_changes: 10,
                 sse_leases: 100,
+                list_calls: 2,
             }
         } else {
             Params {
@@ -91,6 +119,7 @@ impl Params {
                 sse_clients: 1_000,
                 sse_changes: 200,
                 sse_leases: 10_000,
+                list_calls: 5,
             }
         }
     }
@@ -108,136 +137,19 @@ async fn main() {
     }
     let params = Params::new(cli.smoke);
     eprintln!("parameters: {params:?}");
-    let nats_proc = procs::nats_server(false).await;
-    let nats_url = nats_proc.url.clone();
-    let gateway = procs::gateway(&nats_url).await;
-    let http_base = gateway.http_url().await;
-    let gateway_pid = gateway.pid();
-    let servers = [("gateway", gateway_pid), ("nats-server", nats_proc.pid())];
-    let nats = async_nats::connect(&nats_url).await.expect("connect");
-    let leases = LeaseClient::new(nats.clone()).with_timeout(Duration::from_secs(10));
-    let n = params.sequential_ops;
-
-    eprintln!("floor ...");
-    let echo = floor::echo_responder(&nats).await;
-    let floor = report::Floor {
-        hop: floor::hop(&nats, &echo, n).await,
-        compare_and_set: floor::compare_and_set(&nats, n).await,
-        leader_read: floor::leader_read(&nats, n).await,
+    let production = match cli.layout {
+        Layout::Production | Layout::Both => Some(production(&params).await),
+        Layout::Single => None,
     };
-    eprintln!("gateway, sequential ...");
-    let nats_ops = gateway_ops::sequential_ops(&leases, n).await;
-    eprintln!("gateway over HTTP, sequential ...");
-    let http = reqwest::Client::new();
-    let http_ops = http_ops::sequential_ops(&http, &http_base, n).await;
-    eprintln!("concurrent ...");
-    let (clients, secs) = (
-        params.concurrent_clients,
-        Duration::from_secs(params.throughput_seconds),
-    );
-    let throughput = report::Throughputs {
-        floor_compare_and_set: metered(
-            &servers[1..],
-            secs,
-            floor::compare_and_set_throughput(&nats, clients, secs),
-        )
-        .await,
-        renew: metered(
-            &servers,
-            secs,
-            gateway_ops::renew_throughput(&leases, clients, secs),
-        )
-        .await,
-        owner: metered(
-            &servers,
-            secs,
-            gateway_ops::owner_throughput(&leases, clients, secs),
-        )
-        .await,
+    let single_node = match cli.layout {
+        Layout::Single | Layout::Both => Some(single_node(&params).await),
+        Layout::Production => None,
     };
-
-    eprintln!("gateway on a nats-server with sync_interval: always ...");
-    let durable = {
-        let nats_proc = procs::nats_server(true).await;
-        let url = nats_proc.url.clone();
-        let gateway = procs::gateway(&url).await;
-        let servers = [("gateway", gateway.pid()), ("nats-server", nats_proc.pid())];
-        let nats = async_nats::connect(&url).await.expect("connect");
-        let leases = LeaseClient::new(nats).with_timeout(Duration::from_secs(10));
-        report::Durable {
-            nats: gateway_ops::sequential_ops(&leases, n).await,
-            renew: metered(
-                &servers,
-                secs,
-                gateway_ops::renew_throughput(&leases, clients, secs),
-            )
-            .await,
-        }
-    };
-
-    let etcd = match procs::etcd().await {
-        Some((proc_, url)) => {
-            eprintln!("etcd ...");
-            let client = etcd_ops::connect(&url).await;
-            let etcd = [("etcd", proc_.child.id())];
-            let figures = report::Etcd {
-                acquire: etcd_ops::acquire_latency(&client, n).await,
-                renew: etcd_ops::renew_latency(&client, n).await,
-                keep_alive: metered(
-                    &etcd,
-                    secs,
-                    etcd_ops::renew_throughput(&client, clients, secs),
-                )
-                .await,
-                compare_and_set: metered(
-                    &etcd,
-                    secs,
-                    etcd_ops::compare_and_set_throughput(&client, clients, secs),
-                )
-                .await,
-            };
-            drop(proc_);
-            Some(figures)
-        }
-        None => {
-            eprintln!("etcd not installed (apt-get install etcd-server): skipping the comparison");
-            None
-        }
-    };
-
-    let mut scales = Vec::new();
-    for holders in &params.scale_holders {
-        eprintln!("scale, {holders} holders ...");
-        let ttl = Duration::from_millis(params.scale_ttl_ms);
-        let run_for = Duration::from_secs(params.scale_seconds);
-        scales.push(scale::run(&leases, gateway_pid, *holders, ttl, run_for).await);
-    }
-
-    eprintln!(
-        "SSE fan-out, {} clients, {} leases held ...",
-        params.sse_clients, params.sse_leases
-    );
-    gateway_ops::hold_many(&leases, params.sse_leases, Duration::from_secs(60)).await;
-    let fan_out = http_ops::fan_out(
-        &http,
-        &http_base,
-        gateway_pid,
-        params.sse_clients,
-        params.sse_changes,
-    )
-    .await;
-
     let results = report::Results {
         machine: report::machine(),
         params,
-        floor,
-        nats: nats_ops,
-        http: http_ops,
-        fan_out,
-        throughput,
-        durable,
-        etcd,
-        scale: scales,
+        production,
+        single_node,
     };
     println!("{}", results.markdown());
     if let Some(dir) = cli.out.parent() {
@@ -246,4 +158,111 @@ async fn main() {
     std::fs::write(&cli.out, serde_json::to_vec_pretty(&results).expect("JSON"))
         .expect("write results");
     eprintln!("figures written to {}", cli.out.display());
+}
+
+/// Names of the production layout's processes, in the tables' order.
+const GATEWAYS: [&str; 2] = ["gateway 1", "gateway 2"];
+const NODES: [&str; 3] = ["nats-server n1", "nats-server n2", "nats-server n3"];
+const ETCD_MEMBERS: [&str; 3] = ["etcd e1", "etcd e2", "etcd e3"];
+
+/// How long a lease call may take before the client gives up.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The layout docs/operations.md tells users to run: three nodes with
+/// `sync_interval: always` (the testkit's cluster), the bucket at 3
+/// replicas, two gateways on every node's URL sharing the load (the queue
+/// group spreads NATS requests, HTTP calls alternate), etcd with three
+/// members, and the floor on an R3 stream of its own.
+async fn production(params: &Params) -> Figures {
+    eprintln!(
+        "production: 3 nats-server nodes, {} gateways ...",
+        GATEWAYS.len()
+    );
+    let cluster = Cluster::start().await;
+    let urls = cluster.urls();
+    let mut gateways: Vec<Gateway> = Vec::new();
+    for _ in GATEWAYS {
+        gateways.push(procs::gateway(&urls, &["--replicas", "3"]).await);
+    }
+    let nats = cluster.client().await;
+    cluster.wait_healthy(&nats, Duration::from_secs(30)).await;
+    let mut http_bases = Vec::new();
+    for gateway in &gateways {
+        http_bases.push(gateway.http_url().await);
+    }
+    let nats_servers = cluster
+        .nodes
+        .iter()
+        .map(|node| node.pid().expect("node runs"));
+    let setup = Setup {
+        name: "production",
+        layout: format!(
+            "{} nats-server nodes (sync_interval: always), bucket at R3, {} gateways, {} etcd members",
+            cluster.nodes.len(),
+            GATEWAYS.len(),
+            ETCD_MEMBERS.len()
+        ),
+        leases: LeaseClient::new(nats.clone()).with_timeout(CALL_TIMEOUT),
+        floor: FloorStream::create_r3(&nats).await,
+        nats,
+        http_bases,
+        gateways: GATEWAYS
+            .into_iter()
+            .zip(gateways.iter().map(Gateway::pid))
+            .collect(),
+        nats_servers: NODES.into_iter().zip(nats_servers).collect(),
+        etcd_members: &ETCD_MEMBERS,
+    };
+    layout::measure(&setup, params).await
+}
+
+/// One nats-server with its default (lazy) fsync, one gateway, one etcd
+/// member, the floor in the bucket's own stream; then the gateway on one
+/// nats-server that fsyncs every write.
+async fn single_node(params: &Params) -> SingleNode {
+    eprintln!("single node: 1 nats-server, 1 gateway ...");
+    let figures = {
+        let nats_proc = procs::nats_server(false).await;
+        let gateway = procs::gateway(&nats_proc.url, &[]).await;
+        let nats = async_nats::connect(&nats_proc.url).await.expect("connect");
+        let setup = Setup {
+            name: "single node",
+            layout: "1 nats-server (default fsync), 1 gateway, 1 etcd member".into(),
+            leases: LeaseClient::new(nats.clone()).with_timeout(CALL_TIMEOUT),
+            nats,
+            http_bases: vec![gateway.http_url().await],
+            gateways: vec![("gateway", gateway.pid())],
+            nats_servers: vec![("nats-server", nats_proc.pid())],
+            floor: FloorStream::bucket(),
+            etcd_members: &["etcd"],
+        };
+        layout::measure(&setup, params).await
+    };
+    SingleNode {
+        figures,
+        durable: durable(params).await,
+    }
+}
+
+/// The gateway on one nats-server with `sync_interval: always`.
+async fn durable(params: &Params) -> Durable {
+    eprintln!("gateway on a nats-server with sync_interval: always ...");
+    let nats_proc = procs::nats_server(true).await;
+    let gateway = procs::gateway(&nats_proc.url, &[]).await;
+    let servers = [("gateway", gateway.pid()), ("nats-server", nats_proc.pid())];
+    let nats = async_nats::connect(&nats_proc.url).await.expect("connect");
+    let leases = LeaseClient::new(nats).with_timeout(CALL_TIMEOUT);
+    let (clients, secs) = (
+        params.concurrent_clients,
+        Duration::from_secs(params.throughput_seconds),
+    );
+    Durable {
+        nats: gateway_ops::sequential_ops(&leases, params.sequential_ops).await,
+        renew: metered(
+            &servers,
+            secs,
+            gateway_ops::renew_throughput(&leases, clients, secs),
+        )
+        .await,
+    }
 }

@@ -127,3 +127,38 @@ pub async fn metered(
         cpu_us_per_op,
     }
 }
+
+/// What reading every key at once came to, on either system.
+#[derive(Debug, Clone, Serialize)]
+pub struct RangeRead {
+    /// Keys (or leases) each call returned.
+    pub keys: u64,
+    /// Duration of one whole call.
+    pub call: Latency,
+    /// `keys` over the median call.
+    pub keys_per_second: f64,
+}
+
+impl RangeRead {
+    /// Times `calls` calls of `read`, each answering how many keys it got;
+    /// every call must return `keys`.
+    pub async fn measure<F, Fut>(keys: u64, calls: u64, mut read: F) -> RangeRead
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = u64>,
+    {
+        let mut rec = Recorder::default();
+        for _ in 0..calls {
+            let start = Instant::now();
+            let got = read().await;
+            rec.record(start.elapsed());
+            assert_eq!(got, keys, "one call returns every key");
+        }
+        let call = rec.latency();
+        RangeRead {
+            keys,
+            call,
+            keys_per_second: keys as f64 / (call.p50_us.max(1) as f64 / 1e6),
+        }
+    }
+}

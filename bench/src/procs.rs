@@ -1,13 +1,14 @@
-//! The processes a run measures: nats-server and the gateway (this binary
-//! in gateway mode, so its CPU and memory are its own) from the testkit, and
-//! etcd. All on loopback, free ports, temp dirs; killed on drop.
+//! The processes a run measures: nats-server (one, or the testkit's
+//! three-node cluster) and gateways (this binary in gateway mode, so their
+//! CPU and memory are their own) from the testkit, and etcd (one member or
+//! a cluster). All on loopback, free ports, temp dirs; killed on drop.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dagnats_leases_testkit::gateway::Program;
-use dagnats_leases_testkit::{Gateway, Log, NatsServer, ServerOptions, free_port};
+use dagnats_leases_testkit::{Gateway, Log, NatsServer, ServerOptions, free_ports};
 use tempfile::TempDir;
 
 /// A child process killed on drop.
@@ -34,62 +35,96 @@ pub async fn nats_server(sync_always: bool) -> NatsServer {
 }
 
 /// The gateway, as a separate process of this binary in gateway mode (so
-/// its CPU and memory are its own), once its bucket is ready.
-pub async fn gateway(nats_url: &str) -> Gateway {
+/// its CPU and memory are its own), on `nats_urls` (one URL or a
+/// comma-separated list) with extra `serve` flags, once its bucket is ready.
+pub async fn gateway(nats_urls: &str, args: &[&str]) -> Gateway {
     let program = Program {
         path: std::env::current_exe().expect("own path"),
         args: vec!["gateway".into()],
     };
-    let gateway = Gateway::spawn_program(&program, nats_url, &[], &[]);
+    let gateway = Gateway::spawn_program(&program, nats_urls, args, &[]);
     gateway.wait_ready(Duration::from_secs(30)).await;
     gateway
 }
 
-/// etcd (Debian's etcd-server 3.4): `ETCD_BIN`, else `/usr/bin/etcd`.
-/// `None` when it is not installed.
-pub async fn etcd() -> Option<(Proc, String)> {
+/// An etcd cluster: its members (killed on drop) and their client URLs.
+pub struct Etcd {
+    pub members: Vec<Proc>,
+    pub urls: Vec<String>,
+}
+
+impl Etcd {
+    /// Each member's process id, for its CPU time.
+    pub fn pids(&self) -> Vec<u32> {
+        self.members.iter().map(|m| m.child.id()).collect()
+    }
+}
+
+/// etcd (Debian's etcd-server 3.4, fsync as it ships): `ETCD_BIN`, else
+/// `/usr/bin/etcd`; `members` of them clustered on loopback, each with its
+/// own data dir and free ports, once every one serves clients. `None` when
+/// etcd is not installed.
+pub async fn etcd(members: usize) -> Option<Etcd> {
     let bin = std::env::var_os("ETCD_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| "/usr/bin/etcd".into());
     if !bin.is_file() {
         return None;
     }
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (client, peer) = (free_port(), free_port());
-    let client_url = format!("http://127.0.0.1:{client}");
-    let peer_url = format!("http://127.0.0.1:{peer}");
-    let mut child = Command::new(bin)
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args([
-            "--listen-client-urls",
-            &client_url,
-            "--advertise-client-urls",
-            &client_url,
-        ])
-        .args([
-            "--listen-peer-urls",
-            &peer_url,
-            "--initial-advertise-peer-urls",
-            &peer_url,
-        ])
-        .args(["--initial-cluster", &format!("default={peer_url}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .ok()?;
-    let log = Log::default();
-    log.follow(child.stderr.take().expect("piped stderr"));
-    log.wait_for("ready to serve client requests", Duration::from_secs(30))
-        .await
-        .unwrap_or_else(|| panic!("etcd did not start:\n{}", log.text()));
-    Some((
-        Proc {
+    let ports = free_ports(2 * members);
+    let url = |port: u16| format!("http://127.0.0.1:{port}");
+    let name = |i: usize| format!("e{}", i + 1);
+    let initial_cluster = (0..members)
+        .map(|i| format!("{}={}", name(i), url(ports[members + i])))
+        .collect::<Vec<_>>()
+        .join(",");
+    let token = format!("bench-{}", ports[0]);
+    let mut cluster = Etcd {
+        members: Vec::new(),
+        urls: Vec::new(),
+    };
+    let mut logs = Vec::new();
+    for i in 0..members {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (client_url, peer_url) = (url(ports[i]), url(ports[members + i]));
+        let mut child = Command::new(&bin)
+            .args(["--name", &name(i)])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args([
+                "--listen-client-urls",
+                &client_url,
+                "--advertise-client-urls",
+                &client_url,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer_url,
+                "--initial-advertise-peer-urls",
+                &peer_url,
+            ])
+            .args(["--initial-cluster", &initial_cluster])
+            .args(["--initial-cluster-state", "new"])
+            .args(["--initial-cluster-token", &token])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .ok()?;
+        let log = Log::default();
+        log.follow(child.stderr.take().expect("piped stderr"));
+        logs.push(log);
+        cluster.members.push(Proc {
             child,
             _dir: Some(dir),
-        },
-        client_url,
-    ))
+        });
+        cluster.urls.push(client_url);
+    }
+    for (i, log) in logs.iter().enumerate() {
+        log.wait_for("ready to serve client requests", Duration::from_secs(30))
+            .await
+            .unwrap_or_else(|| panic!("etcd {} did not start:\n{}", name(i), log.text()));
+    }
+    Some(cluster)
 }
 
 /// CPU time (user + system) and resident memory of a process.

@@ -1,4 +1,6 @@
-//! The results: a markdown table for people and the README, JSON for tools.
+//! The results: markdown tables for people and the README, JSON for tools.
+//! The production layout comes first, with its headline table of the
+//! gateway beside etcd and the raw floor; then the single node.
 
 use std::borrow::Borrow;
 
@@ -7,11 +9,13 @@ use serde::Serialize;
 use crate::Params;
 use crate::gateway_ops::Sequential;
 use crate::http_ops::FanOut;
-use crate::measure::{Latency, Throughput};
+use crate::measure::{Latency, RangeRead, Throughput};
 use crate::scale::Scale;
 
 #[derive(Serialize)]
 pub struct Floor {
+    /// The stream the floor wrote to and read from.
+    pub stream: String,
     pub hop: Latency,
     pub compare_and_set: Latency,
     pub leader_read: Latency,
@@ -19,16 +23,23 @@ pub struct Floor {
 
 #[derive(Serialize)]
 pub struct Etcd {
+    pub members: usize,
     pub acquire: Latency,
     pub renew: Latency,
+    /// A linearizable get of one key: etcd's owner query.
+    pub get: Latency,
     pub keep_alive: Throughput,
     pub compare_and_set: Throughput,
+    pub get_throughput: Throughput,
+    /// One range get of a prefix holding as many keys as leases are held.
+    pub range: RangeRead,
 }
 
-/// Many concurrent clients on the default server.
+/// Many concurrent clients.
 #[derive(Serialize)]
 pub struct Throughputs {
     pub floor_compare_and_set: Throughput,
+    pub floor_leader_read: Throughput,
     pub renew: Throughput,
     pub owner: Throughput,
 }
@@ -39,6 +50,32 @@ pub struct Throughputs {
 pub struct Durable {
     pub nats: Sequential,
     pub renew: Throughput,
+}
+
+/// Everything measured in one layout.
+#[derive(Serialize)]
+pub struct Figures {
+    /// What ran: servers, replicas, gateways, etcd members.
+    pub layout: String,
+    /// The processes whose CPU was metered, in the order the tables show.
+    pub processes: Vec<&'static str>,
+    pub floor: Floor,
+    pub nats: Sequential,
+    pub http: Sequential,
+    pub throughput: Throughputs,
+    pub etcd: Option<Etcd>,
+    pub scale: Vec<Scale>,
+    /// `GET /v1/leases` of every held lease, one call each.
+    pub list: RangeRead,
+    pub fan_out: FanOut,
+}
+
+/// The single-node layout, and the gateway on a single node that fsyncs.
+#[derive(Serialize)]
+pub struct SingleNode {
+    #[serde(flatten)]
+    pub figures: Figures,
+    pub durable: Durable,
 }
 
 #[derive(Serialize)]
@@ -58,18 +95,16 @@ pub fn machine() -> Machine {
     Machine { cpu, cores }
 }
 
+/// The single-node figures keep the top-level keys they always had; the
+/// production ones are under `production`.
 #[derive(Serialize)]
 pub struct Results {
     pub machine: Machine,
     pub params: Params,
-    pub floor: Floor,
-    pub nats: Sequential,
-    pub http: Sequential,
-    pub fan_out: FanOut,
-    pub throughput: Throughputs,
-    pub durable: Durable,
-    pub etcd: Option<Etcd>,
-    pub scale: Vec<Scale>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub production: Option<Figures>,
+    #[serde(flatten)]
+    pub single_node: Option<SingleNode>,
 }
 
 fn ms(us: u64) -> String {
@@ -79,6 +114,11 @@ fn ms(us: u64) -> String {
 /// p50, p99 and p99.9 in milliseconds: the columns most tables show.
 fn percentiles(lat: &Latency) -> [String; 3] {
     [ms(lat.p50_us), ms(lat.p99_us), ms(lat.p999_us)]
+}
+
+/// `a / b` as a factor.
+fn times(a: f64, b: f64) -> String {
+    format!("{:.2}x", a / b.max(f64::MIN_POSITIVE))
 }
 
 /// ops/s, then the CPU microseconds per operation of `procs` ("-" where a
@@ -118,6 +158,237 @@ fn line<S: Borrow<str>>(out: &mut String, cells: &[S]) {
 
 impl Results {
     pub fn markdown(&self) -> String {
+        let mut out = format!(
+            "Machine: {} ({} cores). Parameters: {:?}\n",
+            self.machine.cpu, self.machine.cores, self.params
+        );
+        if let Some(production) = &self.production {
+            out.push_str(&format!("\n## Production: {}\n", production.layout));
+            production.headline(&mut out);
+            production.tables(&mut out, &self.params, Vec::new());
+        }
+        if let Some(single) = &self.single_node {
+            let figures = &single.figures;
+            out.push_str(&format!("\n## Single node: {}\n", figures.layout));
+            let durable = rate(
+                "gateway renew, sync_interval: always",
+                &single.durable.renew,
+                &figures.processes,
+            );
+            figures.tables(&mut out, &self.params, vec![durable]);
+            single.versus_etcd(&mut out);
+        }
+        out
+    }
+}
+
+impl SingleNode {
+    /// Acquire and renew beside etcd's, lazy and fsynced.
+    fn versus_etcd(&self, out: &mut String) {
+        let (Some(etcd), ours) = (&self.figures.etcd, &self.figures.nats) else {
+            return;
+        };
+        let durable = &self.durable.nats;
+        table(
+            out,
+            &[
+                "vs etcd 3.4 (p50 / p99 ms)",
+                "dagnats-leases",
+                "dagnats-leases, sync_interval: always",
+                "etcd",
+            ],
+            [
+                ("acquire", &ours.acquire, &durable.acquire, &etcd.acquire),
+                ("renew", &ours.renew, &durable.renew, &etcd.renew),
+            ]
+            .map(|(name, ours, synced, etcd)| {
+                let both = |l: &Latency| format!("{} / {}", ms(l.p50_us), ms(l.p99_us));
+                vec![name.to_string(), both(ours), both(synced), both(etcd)]
+            }),
+        );
+    }
+}
+
+impl Figures {
+    /// The gateway beside etcd and the raw floor, operation by operation,
+    /// with the ratios issue 13 sets targets for.
+    fn headline(&self, out: &mut String) {
+        let (f, t) = (&self.floor, &self.throughput);
+        let p50_rate =
+            |l: &Latency, r: &Throughput| format!("{} / {:.0}", ms(l.p50_us), r.ops_per_second);
+        let p50_only = |l: &Latency| format!("{} / -", ms(l.p50_us));
+        let none = || "-".to_string();
+        let etcd = self.etcd.as_ref();
+        let mut rows = vec![
+            vec![
+                "acquire".to_string(),
+                p50_only(&self.nats.acquire),
+                etcd.map_or_else(none, |e| {
+                    format!("{} (lease grant + txn)", p50_only(&e.acquire))
+                }),
+                format!(
+                    "{} / - (read + CAS)",
+                    ms(f.leader_read.p50_us + f.compare_and_set.p50_us)
+                ),
+                etcd.map_or_else(none, |e| {
+                    format!(
+                        "p50 {} etcd's (target <= 0.70x)",
+                        times(self.nats.acquire.p50_us as f64, e.acquire.p50_us as f64)
+                    )
+                }),
+            ],
+            vec![
+                "renew".to_string(),
+                p50_rate(&self.nats.renew, &t.renew),
+                etcd.map_or_else(none, |e| {
+                    format!("{} (keep-alive)", p50_rate(&e.renew, &e.keep_alive))
+                }),
+                format!(
+                    "{} (CAS publish with TTL)",
+                    p50_rate(&f.compare_and_set, &t.floor_compare_and_set)
+                ),
+                format!(
+                    "ops/s {} etcd's keep-alive (target >= 1x), {} raw CAS (target >= 0.70x)",
+                    etcd.map_or_else(none, |e| times(
+                        t.renew.ops_per_second,
+                        e.keep_alive.ops_per_second
+                    )),
+                    times(
+                        t.renew.ops_per_second,
+                        t.floor_compare_and_set.ops_per_second
+                    )
+                ),
+            ],
+            vec![
+                "owner".to_string(),
+                p50_rate(&self.nats.owner, &t.owner),
+                etcd.map_or_else(none, |e| {
+                    format!("{} (linearizable get)", p50_rate(&e.get, &e.get_throughput))
+                }),
+                format!(
+                    "{} (leader MSG.GET)",
+                    p50_rate(&f.leader_read, &t.floor_leader_read)
+                ),
+                etcd.map_or_else(none, |e| {
+                    format!(
+                        "p50 {} etcd's get (target <= 1x), ops/s {} (target >= 1x)",
+                        times(self.nats.owner.p50_us as f64, e.get.p50_us as f64),
+                        times(t.owner.ops_per_second, e.get_throughput.ops_per_second)
+                    )
+                }),
+            ],
+        ];
+        let list = &self.list;
+        rows.push(vec![
+            format!("list {} leases (HTTP, one call)", list.keys),
+            format!(
+                "{} / {:.0} leases/s",
+                ms(list.call.p50_us),
+                list.keys_per_second
+            ),
+            etcd.map_or_else(none, |e| {
+                format!(
+                    "{} / {:.0} keys/s (one range get)",
+                    ms(e.range.call.p50_us),
+                    e.range.keys_per_second
+                )
+            }),
+            none(),
+            format!(
+                "{:.0} leases/s (target >= 50,000), {} etcd's",
+                list.keys_per_second,
+                etcd.map_or_else(none, |e| times(
+                    list.keys_per_second,
+                    e.range.keys_per_second
+                ))
+            ),
+        ]);
+        if let Some(s) = self.scale.iter().max_by_key(|s| s.holders) {
+            rows.push(vec![
+                format!("scale: {} holders, {} ms TTL", s.holders, s.ttl_ms),
+                format!(
+                    "renew p99 {} ms, {} missed, {} wrongly lost",
+                    ms(s.renew.p99_us),
+                    s.missed_deadlines,
+                    s.wrongly_lost
+                ),
+                none(),
+                none(),
+                "target: 0 missed, 0 wrongly lost, p99 < 300 ms".to_string(),
+            ]);
+        }
+        let members = etcd.map_or(0, |e| e.members);
+        table(
+            out,
+            &[
+                "operation".to_string(),
+                "dagnats-leases p50 ms / ops/s".to_string(),
+                format!("etcd {members}-node p50 ms / ops/s"),
+                "raw NATS floor (R3) p50 ms / ops/s".to_string(),
+                "ratio".to_string(),
+            ],
+            rows,
+        );
+    }
+
+    /// Every figure of the layout, table by table; `extra_rates` are more
+    /// throughput rows after the gateway's own.
+    fn tables(&self, out: &mut String, params: &Params, extra_rates: Vec<Vec<String>>) {
+        self.latency_tables(out);
+        self.throughput_table(out, params, extra_rates);
+        if let Some(etcd) = &self.etcd {
+            table(
+                out,
+                &[
+                    match etcd.members {
+                        1 => "etcd 3.4, 1 member".to_string(),
+                        n => format!("etcd 3.4, {n} members"),
+                    }
+                    .as_str(),
+                    "p50 ms",
+                    "p99 ms",
+                    "p99.9 ms",
+                ],
+                [
+                    ("acquire (lease grant + txn)", &etcd.acquire),
+                    ("renew (keep-alive)", &etcd.renew),
+                    ("owner (linearizable get)", &etcd.get),
+                ]
+                .map(|(name, lat)| {
+                    let [p50, p99, p999] = percentiles(lat);
+                    vec![name.to_string(), p50, p99, p999]
+                }),
+            );
+        }
+        let mut reads = vec![("gateway GET /v1/leases", &self.list)];
+        if let Some(etcd) = &self.etcd {
+            reads.push(("etcd range get of the prefix", &etcd.range));
+        }
+        table(
+            out,
+            &[
+                "read every key, one call",
+                "keys",
+                "p50 ms",
+                "p99 ms",
+                "keys/s (at p50)",
+            ],
+            reads.into_iter().map(|(name, r)| {
+                vec![
+                    name.to_string(),
+                    r.keys.to_string(),
+                    ms(r.call.p50_us),
+                    ms(r.call.p99_us),
+                    format!("{:.0}", r.keys_per_second),
+                ]
+            }),
+        );
+        self.scale_tables(out, params);
+    }
+
+    /// The NATS front against its floor, the floor itself, and HTTP
+    /// against NATS.
+    fn latency_tables(&self, out: &mut String) {
         let f = &self.floor;
         let hop = f.hop.p50_us;
         let nats = [
@@ -152,12 +423,8 @@ impl Results {
                 "read + 2 hops",
             ),
         ];
-        let mut out = format!(
-            "Machine: {} ({} cores). Parameters: {:?}\n",
-            self.machine.cpu, self.machine.cores, self.params
-        );
         table(
-            &mut out,
+            out,
             &[
                 "NATS front",
                 "p50 ms",
@@ -182,8 +449,13 @@ impl Results {
             }),
         );
         table(
-            &mut out,
-            &["floor (raw, same client)", "p50 ms", "p99 ms", "p99.9 ms"],
+            out,
+            &[
+                format!("floor (raw, same client, stream {})", f.stream).as_str(),
+                "p50 ms",
+                "p99 ms",
+                "p99.9 ms",
+            ],
             [
                 ("core NATS request/reply hop", &f.hop),
                 ("JetStream CAS publish with TTL", &f.compare_and_set),
@@ -195,7 +467,7 @@ impl Results {
             }),
         );
         table(
-            &mut out,
+            out,
             &[
                 "HTTP front",
                 "p50 ms",
@@ -224,69 +496,51 @@ impl Results {
                 ]
             }),
         );
-        let procs = ["gateway", "nats-server", "etcd"];
+    }
+
+    /// Operations per second with the CPU of every process per operation.
+    fn throughput_table(&self, out: &mut String, params: &Params, extra: Vec<Vec<String>>) {
+        let procs = &self.processes;
         let t = &self.throughput;
         let mut rates = vec![
             rate(
                 "raw JetStream CAS publish (floor)",
                 &t.floor_compare_and_set,
-                &procs,
+                procs,
             ),
-            rate("gateway renew", &t.renew, &procs),
-            rate("gateway owner", &t.owner, &procs),
-            rate(
-                "gateway renew, sync_interval: always",
-                &self.durable.renew,
-                &procs,
-            ),
+            rate("raw leader read (floor)", &t.floor_leader_read, procs),
+            rate("gateway renew", &t.renew, procs),
+            rate("gateway owner", &t.owner, procs),
         ];
+        rates.extend(extra);
         if let Some(etcd) = &self.etcd {
-            rates.push(rate("etcd 3.4 lease keep-alive", &etcd.keep_alive, &procs));
+            rates.push(rate("etcd 3.4 lease keep-alive", &etcd.keep_alive, procs));
+            rates.push(rate(
+                "etcd 3.4 linearizable get",
+                &etcd.get_throughput,
+                procs,
+            ));
             rates.push(rate(
                 "etcd 3.4 compare-and-set put (txn)",
                 &etcd.compare_and_set,
-                &procs,
+                procs,
             ));
         }
-        let clients = self.params.concurrent_clients;
+        let mut header = vec![
+            format!(
+                "throughput ({} concurrent clients)",
+                params.concurrent_clients
+            ),
+            "ops/s".to_string(),
+        ];
+        header.extend(procs.iter().map(|p| format!("{p} CPU us/op")));
+        table(out, &header, rates);
+    }
+
+    /// Many holders, then SSE fan-out.
+    fn scale_tables(&self, out: &mut String, params: &Params) {
         table(
-            &mut out,
-            &[
-                format!("throughput ({clients} concurrent clients)").as_str(),
-                "ops/s",
-                "gateway CPU us/op",
-                "nats-server CPU us/op",
-                "etcd CPU us/op",
-            ],
-            rates,
-        );
-        if let Some(etcd) = &self.etcd {
-            let durable = &self.durable.nats;
-            table(
-                &mut out,
-                &[
-                    "vs etcd 3.4 (p50 / p99 ms)",
-                    "dagnats-leases",
-                    "dagnats-leases, sync_interval: always",
-                    "etcd",
-                ],
-                [
-                    (
-                        "acquire",
-                        &self.nats.acquire,
-                        &durable.acquire,
-                        &etcd.acquire,
-                    ),
-                    ("renew", &self.nats.renew, &durable.renew, &etcd.renew),
-                ]
-                .map(|(name, ours, synced, etcd)| {
-                    let both = |l: &Latency| format!("{} / {}", ms(l.p50_us), ms(l.p99_us));
-                    vec![name.to_string(), both(ours), both(synced), both(etcd)]
-                }),
-            );
-        }
-        table(
-            &mut out,
+            out,
             &[
                 "scale: holders (TTL, s)",
                 "renewals",
@@ -294,8 +548,8 @@ impl Results {
                 "missed deadlines",
                 "wrongly lost",
                 "errors",
-                "gateway CPU %",
-                "gateway RSS MB",
+                "gateways' CPU % (sum)",
+                "gateway RSS MB (largest)",
             ],
             self.scale.iter().map(|s| {
                 vec![
@@ -312,7 +566,7 @@ impl Results {
         );
         let f = &self.fan_out;
         table(
-            &mut out,
+            out,
             &[
                 "SSE fan-out",
                 "leases held",
@@ -321,11 +575,11 @@ impl Results {
                 "deliveries/s",
                 "lag p50 ms",
                 "lag p99 ms",
-                "gateway RSS MB",
+                "gateway RSS MB (largest)",
             ],
             [vec![
                 format!("{} clients", f.clients),
-                self.params.sse_leases.to_string(),
+                params.sse_leases.to_string(),
                 f.changes.to_string(),
                 f.delivered.to_string(),
                 format!("{:.0}", f.delivered_per_second),
@@ -334,6 +588,5 @@ impl Results {
                 format!("{:.1}", f.gateway_rss_mb),
             ]],
         );
-        out
     }
 }

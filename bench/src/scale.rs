@@ -27,13 +27,15 @@ pub struct Scale {
     pub missed_deadlines: u64,
     pub wrongly_lost: u64,
     pub errors: u64,
+    /// The gateways' CPU together, in percent of one core.
     pub gateway_cpu_percent: f64,
+    /// The largest resident memory of a gateway.
     pub gateway_rss_mb: f64,
 }
 
 pub async fn run(
     leases: &LeaseClient,
-    gateway_pid: u32,
+    gateway_pids: &[u32],
     holders: u64,
     ttl: Duration,
     run_for: Duration,
@@ -46,7 +48,7 @@ pub async fn run(
         Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
     );
-    let before: Usage = usage(gateway_pid);
+    let before: Vec<Usage> = gateway_pids.iter().map(|p| usage(*p)).collect();
     let begin = Instant::now();
     let end = begin + run_for;
     let tasks: Vec<_> = (0..holders)
@@ -111,11 +113,12 @@ pub async fn run(
         })
         .collect();
     let sampler = {
-        let pid = gateway_pid;
+        let pids = gateway_pids.to_vec();
         tokio::spawn(async move {
             let mut peak = 0;
             while Instant::now() < end {
-                peak = peak.max(usage(pid).rss_bytes);
+                let largest = pids.iter().map(|p| usage(*p).rss_bytes).max();
+                peak = peak.max(largest.unwrap_or(0));
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
             peak
@@ -124,8 +127,14 @@ pub async fn run(
     for t in tasks {
         t.await.expect("holder task");
     }
-    let after = usage(gateway_pid);
-    let peak_rss = sampler.await.unwrap_or(0).max(after.rss_bytes);
+    let after: Vec<Usage> = gateway_pids.iter().map(|p| usage(*p)).collect();
+    let largest = after.iter().map(|u| u.rss_bytes).max().unwrap_or(0);
+    let peak_rss = sampler.await.unwrap_or(0).max(largest);
+    let gateway_cpu: f64 = before
+        .into_iter()
+        .zip(after)
+        .map(|(before, after)| cpu_percent(before, after))
+        .sum();
     let renew = recorder.lock().await.latency();
     Scale {
         holders,
@@ -136,7 +145,7 @@ pub async fn run(
         missed_deadlines: missed.load(Ordering::Relaxed),
         wrongly_lost: lost.load(Ordering::Relaxed),
         errors: errors.load(Ordering::Relaxed),
-        gateway_cpu_percent: cpu_percent(before, after),
+        gateway_cpu_percent: gateway_cpu,
         gateway_rss_mb: peak_rss as f64 / 1_048_576.0,
     }
 }

@@ -1,4 +1,4 @@
-//! [`LeaseClient`]: the five lease subjects as typed calls.
+//! [`LeaseClient`]: the lease subjects as typed calls.
 
 use std::time::Duration;
 
@@ -9,12 +9,14 @@ use serde::de::DeserializeOwned;
 
 use dagnats_leases_wire::kind::{ErrorBody, Kind};
 use dagnats_leases_wire::names::{
-    SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
+    SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
+    SUBJECT_TRANSFER,
 };
-use dagnats_leases_wire::reply::{Forwarded, Grant, Owner, Released};
+use dagnats_leases_wire::reply::{Forwarded, Grant, Lease, LeaseList, Owner, Released};
 use dagnats_leases_wire::request::{
-    AcquireRequest, ForwardRequest, ForwardTimeout, HolderId, LeaseKey, OwnerRequest, Payload,
-    ReleaseRequest, RenewRequest, Revision, Ttl,
+    AcquireRequest, ForwardRequest, ForwardTimeout, HolderId, KeyPrefix, LeaseKey, ListLimit,
+    ListRequest, OwnerRequest, Payload, ReleaseRequest, RenewRequest, Revision, TransferRequest,
+    Ttl,
 };
 
 /// Default time to wait for the gateway's reply.
@@ -182,6 +184,85 @@ impl LeaseClient {
         self.call(SUBJECT_OWNER, &req, self.timeout).await
     }
 
+    /// Hands the lease `h` holds at `rev` to `to` for `t` from now, in one
+    /// write: the reply is `to`'s lease, a new tenure at a higher fence.
+    /// Stop acting as owner before calling it. [`ClientError::is_lost`]
+    /// means `h` did not hold the key at `rev`.
+    ///
+    /// ```no_run
+    /// # async fn demo(leases: dagnats_leases_client::LeaseClient, fence: u64) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// let grant = leases
+    ///     .transfer("shard-7", "worker-a", fence, "worker-b", Duration::from_secs(15))
+    ///     .await?;
+    /// assert_eq!(grant.lease.holder, "worker-b");
+    /// # Ok(()) }
+    /// ```
+    pub async fn transfer(
+        &self,
+        k: &str,
+        h: &str,
+        rev: u64,
+        to: &str,
+        t: Duration,
+    ) -> Result<Grant, ClientError> {
+        let req = TransferRequest::new(key(k)?, holder(h)?, revision(rev)?, holder(to)?, ttl(t)?)
+            .map_err(invalid)?;
+        self.call(SUBJECT_TRANSFER, &req, self.timeout).await
+    }
+
+    /// One page of the held leases whose key starts with `prefix`, ordered
+    /// by key: those after `after` (a previous page's `next`), at most
+    /// `limit` (1 to 5000; `None`: the gateway's 1000), and never more than
+    /// fit in one NATS message. `next` is `None` on the last page.
+    ///
+    /// ```no_run
+    /// # async fn demo(leases: dagnats_leases_client::LeaseClient) -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut after = None;
+    /// loop {
+    ///     let page = leases.list("shard-", after.as_deref(), None).await?;
+    ///     for lease in &page.leases {
+    ///         println!("{} held by {}", lease.key, lease.holder);
+    ///     }
+    ///     match page.next {
+    ///         Some(next) => after = Some(next),
+    ///         None => break,
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn list(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<LeaseList, ClientError> {
+        let limit = limit
+            .map(|n| ListLimit::try_from(u64::try_from(n).unwrap_or(u64::MAX)).map_err(invalid))
+            .transpose()?;
+        let req = ListRequest {
+            prefix: KeyPrefix::try_from(prefix.to_string()).map_err(invalid)?,
+            after: after.map(key).transpose()?,
+            limit,
+        };
+        self.call(SUBJECT_LIST, &req, self.timeout).await
+    }
+
+    /// Every held lease whose key starts with `prefix`, ordered by key:
+    /// [`list`](Self::list) page after page until `next` is null.
+    pub async fn list_all(&self, prefix: &str) -> Result<Vec<Lease>, ClientError> {
+        let mut leases = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = self.list(prefix, after.as_deref(), None).await?;
+            leases.extend(page.leases);
+            match page.next {
+                Some(next) => after = Some(next),
+                None => return Ok(leases),
+            }
+        }
+    }
+
     /// Sends `payload` to whoever holds `key`; `timeout` bounds the call.
     pub async fn forward(
         &self,
@@ -271,5 +352,27 @@ mod tests {
         ));
         assert!(matches!(key("a.b"), Err(ClientError::Invalid(_))));
         assert!(matches!(revision(0), Err(ClientError::Invalid(_))));
+    }
+
+    #[tokio::test]
+    async fn a_transfer_to_the_holder_itself_is_refused_before_sending() {
+        // No server listens here: a call that sent anything would fail
+        // otherwise than `Invalid`.
+        let nats = async_nats::ConnectOptions::new()
+            .retry_on_initial_connect()
+            .connect("nats://127.0.0.1:1")
+            .await
+            .unwrap();
+        let leases = LeaseClient::new(nats);
+        let ttl = Duration::from_secs(5);
+        let err = leases.transfer("k", "a", 3, "a", ttl).await.unwrap_err();
+        assert!(
+            matches!(&err, ClientError::Invalid(m) if m.contains("another holder")),
+            "{err:?}"
+        );
+        let err = leases.list("", None, Some(0)).await.unwrap_err();
+        assert!(matches!(err, ClientError::Invalid(_)), "{err:?}");
+        let err = leases.list("", Some("a.b"), None).await.unwrap_err();
+        assert!(matches!(err, ClientError::Invalid(_)), "{err:?}");
     }
 }

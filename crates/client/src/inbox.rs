@@ -17,6 +17,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use super::calls::ClientError;
+use super::headers;
 use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_REJECT, INBOX_PREFIX, REJECT_STALE};
 
 /// A forwarded request this process accepted.
@@ -49,11 +50,8 @@ fn check(
         .strip_prefix(prefix)
         .unwrap_or_default();
     let tenure = tenure(key).ok_or(Reject::NotOwner)?;
-    let fence: u64 = msg
-        .headers
-        .as_ref()
-        .and_then(|h| h.get(HEADER_FENCE))
-        .and_then(|v| v.as_str().parse().ok())
+    let fence: u64 = headers::get(msg.headers.as_ref(), HEADER_FENCE)
+        .and_then(|v| v.parse().ok())
         .ok_or(Reject::NoFence)?;
     if fence < tenure {
         return Err(Reject::StaleFence);
@@ -172,6 +170,17 @@ mod tests {
             assert_eq!(req.fence, fence.parse::<u64>().unwrap());
             assert_eq!(req.key, "k");
         }
+    }
+
+    #[test]
+    fn reads_the_fence_header_whatever_the_case_of_its_name() {
+        let mut msg = request("k", None);
+        msg.headers
+            .as_mut()
+            .unwrap()
+            .insert("dagnats-lease-fence", "11");
+        let req = check(&msg, PREFIX, tenure_10_on_k).unwrap();
+        assert_eq!(req.fence, 11);
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //!
 //! # Layout
 //!
-//! - [`LeaseClient`] (`calls`): acquire, renew, release, owner, forward as
-//!   typed calls, refusing out-of-bounds input before sending.
+//! - [`LeaseClient`] (`calls`): acquire, renew, release, owner, forward,
+//!   transfer and list as typed calls, refusing out-of-bounds input before
+//!   sending.
 //! - [`LeaseKeeper`] (`keeper`): acquire (optionally waiting), renew every
 //!   ttl/3, and a watch of "am I the owner, at which fence".
 //! - [`serve_inbox`] (`inbox`): the owner's side of forward, answering only
@@ -14,14 +15,19 @@
 //! - [`FenceGate`] (`fence`): accepts a write only if its fence is the
 //!   highest seen.
 //! - [`changes`]: the change events of `dagnats.lease.changed.<key>`.
+//! - [`shards`]: shard groups: members split N shards among themselves,
+//!   hand them over by transfer, and drop out by TTL when they crash.
+//! - [`headers`]: the seed's headers read whatever the case of their name.
 //!
 //! The wire types themselves are re-exported as [`wire`].
 
 mod calls;
 pub mod changes;
 mod fence;
+pub mod headers;
 mod inbox;
 mod keeper;
+pub mod shards;
 
 pub use calls::{ClientError, LeaseClient};
 pub use dagnats_leases_wire as wire;

@@ -1,5 +1,5 @@
 //! The ops commands of the `dagnats-leases` binary, over NATS: acquire,
-//! renew, release, owner, forward, watch, hold and shards.
+//! renew, release, transfer, owner, forward, watch, hold and shards.
 //!
 //! Replies print as JSON on stdout; failures print `kind: sentence` on
 //! stderr. Exit codes tell scripts what happened (see [`Exit`]).
@@ -85,6 +85,26 @@ pub enum ClientCommand {
         #[arg(long)]
         revision: u64,
     },
+    /// Hand a lease you hold at --revision to --to (exit 4 if lost);
+    /// prints the new holder's lease.
+    Transfer {
+        #[command(flatten)]
+        nats: NatsConfig,
+        /// The lease key.
+        key: String,
+        /// The current holder.
+        #[arg(long, env = "DAGNATS_HOLDER")]
+        holder: String,
+        /// The current holder's fence, from its last reply.
+        #[arg(long)]
+        revision: u64,
+        /// The new holder.
+        #[arg(long)]
+        to: String,
+        /// The new holder's TTL in milliseconds (whole seconds, 1000 to 600000).
+        #[arg(long, default_value_t = 15_000)]
+        ttl_ms: u64,
+    },
     /// Who holds a key.
     Owner {
         #[command(flatten)]
@@ -155,6 +175,7 @@ impl ClientCommand {
             ClientCommand::Acquire { nats, .. }
             | ClientCommand::Renew { nats, .. }
             | ClientCommand::Release { nats, .. }
+            | ClientCommand::Transfer { nats, .. }
             | ClientCommand::Owner { nats, .. }
             | ClientCommand::Forward { nats, .. }
             | ClientCommand::Watch { nats, .. }
@@ -207,6 +228,17 @@ pub async fn run(command: ClientCommand) -> Exit {
             revision,
             ..
         } => reply(client.release(&key, &holder, revision).await),
+        ClientCommand::Transfer {
+            key,
+            holder,
+            revision,
+            to,
+            ttl_ms,
+            ..
+        } => {
+            let ttl = Duration::from_millis(ttl_ms);
+            reply(client.transfer(&key, &holder, revision, &to, ttl).await)
+        }
         ClientCommand::Owner { key, .. } => reply(client.owner(&key).await),
         ClientCommand::Forward {
             key,
@@ -356,6 +388,9 @@ fn human(event: &ChangeEvent) -> String {
     );
     if let Some(holder) = &event.holder {
         line.push_str(&format!(" holder={holder}"));
+    }
+    if let Some(from) = &event.previous_holder {
+        line.push_str(&format!(" transferred_from={from}"));
     }
     if let Some(lease) = &event.lease {
         line.push_str(&format!(

@@ -32,9 +32,21 @@ pub struct Config {
     pub http_addr: SocketAddr,
 
     /// Bearer token that acquire, renew, release and forward over HTTP
-    /// require. Unset: no token needed.
+    /// require. Unset: no token needed, which is allowed only on a loopback
+    /// address or with `--http-insecure`.
     #[arg(long, env = "DAGNATS_HTTP_TOKEN", hide_env_values = true)]
     pub http_token: Option<String>,
+
+    /// Serve HTTP beyond loopback without a write token, on purpose: anyone
+    /// who reaches the address can then acquire, release and revoke any
+    /// lease. Without it such a start is refused, like Redis's protected mode.
+    #[arg(
+        long,
+        env = "DAGNATS_HTTP_INSECURE",
+        value_parser = clap::builder::BoolishValueParser::new(),
+        action = clap::ArgAction::SetTrue
+    )]
+    pub http_insecure: bool,
 
     /// Bearer token that owner, list and events over HTTP require (the
     /// write token is accepted too). Unset: reads are open.
@@ -58,6 +70,13 @@ pub struct Config {
     /// further behind is disconnected.
     #[arg(long, env = "DAGNATS_SSE_BUFFER", default_value_t = 1_024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub sse_buffer: u64,
+
+    /// Milliseconds a call already delivered may still run once shutdown
+    /// begins; one still running then answers `internal` ("the gateway is
+    /// stopping") rather than silence. Below Kubernetes' 30 s default
+    /// termination grace, with room for the NATS drain after it.
+    #[arg(long, env = "DAGNATS_SHUTDOWN_GRACE_MS", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub shutdown_grace_ms: u64,
 
     /// Log filter, e.g. `info` or `dagnats_leases=debug`.
     #[arg(long, env = "DAGNATS_LOG", default_value = "info")]
@@ -134,15 +153,20 @@ pub enum LogFormat {
 
 impl Config {
     /// What the bucket must look like.
-    pub fn bucket(&self) -> BucketSettings {
+    pub(crate) fn bucket(&self) -> BucketSettings {
         BucketSettings {
             replicas: self.replicas.map(usize::from),
             marker_ttl: MARKER_TTL,
         }
     }
 
+    /// How long calls in flight may run once shutdown begins.
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
+    }
+
     /// What the HTTP front needs of these settings.
-    pub fn http(&self) -> Result<HttpSettings, String> {
+    pub(crate) fn http(&self) -> Result<HttpSettings, String> {
         let token = |name: &str, value: &Option<String>| match value.as_deref() {
             Some("") => Err(format!("{name} is empty; unset it to turn auth off")),
             other => Ok(other.map(str::to_string)),
@@ -156,8 +180,18 @@ impl Config {
                     .map_err(|_| format!("DAGNATS_HTTP_CORS_ORIGINS: {origin:?} is not an origin"))
             })
             .collect::<Result<_, _>>()?;
+        let write_token = token("DAGNATS_HTTP_TOKEN", &self.http_token)?;
+        if write_token.is_none() && !self.http_addr.ip().is_loopback() && !self.http_insecure {
+            return Err(format!(
+                "DAGNATS_HTTP_ADDR {} is not a loopback address and no write token is set, \
+                 so anyone who reaches it could acquire, release and revoke any lease: \
+                 set DAGNATS_HTTP_TOKEN (--http-token), or DAGNATS_HTTP_INSECURE=1 \
+                 (--http-insecure) if an open API is meant",
+                self.http_addr
+            ));
+        }
         Ok(HttpSettings {
-            write_token: token("DAGNATS_HTTP_TOKEN", &self.http_token)?,
+            write_token,
             read_token: token("DAGNATS_HTTP_READ_TOKEN", &self.http_read_token)?,
             cors_origins,
             heartbeat: Duration::from_millis(self.sse_heartbeat_ms),
@@ -169,7 +203,7 @@ impl Config {
 impl NatsConfig {
     /// The servers, as async-nats takes them: a list, since async-nats
     /// parses a single string as one URL, so `a,b,c` would not connect.
-    pub fn servers(&self) -> Vec<String> {
+    pub(crate) fn servers(&self) -> Vec<String> {
         self.nats_url
             .iter()
             .map(|url| url.trim().to_string())
@@ -177,7 +211,7 @@ impl NatsConfig {
     }
 
     /// The NATS connection options (auth, TLS) these settings describe.
-    pub async fn connect_options(&self) -> Result<async_nats::ConnectOptions, String> {
+    pub(crate) async fn connect_options(&self) -> Result<async_nats::ConnectOptions, String> {
         let mut options = async_nats::ConnectOptions::new().name("dagnats-leases");
         if let Some(path) = &self.nats_creds {
             options = options

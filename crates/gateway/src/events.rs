@@ -24,7 +24,7 @@ use dagnats_leases_wire::timefmt;
 mod registry;
 
 use registry::Registry;
-pub use registry::Subscription;
+pub(crate) use registry::Subscription;
 
 /// Bound on the keys whose last holder is remembered for `expired` events.
 const LAST_HOLDERS: usize = 100_000;
@@ -33,36 +33,36 @@ const RECENT: usize = 2_000;
 
 /// A change and when this gateway saw it: the dashboard's recent past.
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct RecentChange {
+pub(crate) struct RecentChange {
     #[serde(flatten)]
-    pub change: ChangeEvent,
+    pub(crate) change: ChangeEvent,
     /// When this gateway received it.
     #[serde(with = "timefmt")]
     #[schema(value_type = String, format = DateTime)]
-    pub at: OffsetDateTime,
+    pub(crate) at: OffsetDateTime,
 }
 
 /// Reply of `GET /v1/events/recent`, oldest first.
 #[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct RecentChanges {
-    pub events: Vec<RecentChange>,
+pub(crate) struct RecentChanges {
+    pub(crate) events: Vec<RecentChange>,
 }
 
 /// One change, with its data already encoded as JSON (once, however many
 /// clients receive it).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EncodedChange {
-    pub kind: ChangeKind,
-    pub key: String,
-    pub revision: u64,
+pub(crate) struct EncodedChange {
+    pub(crate) kind: ChangeKind,
+    pub(crate) key: String,
+    pub(crate) revision: u64,
     /// The lease (acquired, renewed) or a [`LeaseEnded`] (released, expired).
-    pub data: String,
+    pub(crate) data: String,
 }
 
 impl EncodedChange {
     /// A held lease, as the change (`acquired` or `renewed`) that wrote
     /// its current record.
-    pub fn held(kind: ChangeKind, lease: &Lease) -> Self {
+    pub(crate) fn held(kind: ChangeKind, lease: &Lease) -> Self {
         EncodedChange {
             kind,
             key: lease.key.clone(),
@@ -88,7 +88,7 @@ impl EncodedChange {
 
 /// The gateway's change feed; cheap to clone.
 #[derive(Clone)]
-pub struct Events {
+pub(crate) struct Events {
     clients: Registry,
     recent: Arc<Mutex<VecDeque<RecentChange>>>,
 }
@@ -96,7 +96,7 @@ pub struct Events {
 impl Events {
     /// A feed that keeps up to `buffer` changes for a client that has not
     /// read them yet; a client further behind is dropped.
-    pub fn new(buffer: usize) -> Self {
+    pub(crate) fn new(buffer: usize) -> Self {
         Events {
             clients: Registry::new(buffer),
             recent: Arc::default(),
@@ -104,7 +104,7 @@ impl Events {
     }
 
     /// The last changes this gateway saw (at most 2,000), oldest first.
-    pub fn recent(&self) -> RecentChanges {
+    pub(crate) fn recent(&self) -> RecentChanges {
         let recent = self.recent.lock().expect("poisoned");
         RecentChanges {
             events: recent.iter().cloned().collect(),
@@ -123,13 +123,13 @@ impl Events {
     }
 
     /// Receives the changes `filter` admits, from now on.
-    pub fn subscribe(&self, filter: Filter) -> Subscription {
+    pub(crate) fn subscribe(&self, filter: Filter) -> Subscription {
         self.clients.register(filter)
     }
 }
 
 /// Subscribes to every change event; returns once the server knows.
-pub async fn subscribe(client: &Client) -> Result<Subscriber, async_nats::Error> {
+pub(crate) async fn subscribe(client: &Client) -> Result<Subscriber, async_nats::Error> {
     let sub = client.subscribe(format!("{CHANGED_PREFIX}.>")).await?;
     client.flush().await?;
     Ok(sub)
@@ -138,7 +138,12 @@ pub async fn subscribe(client: &Client) -> Result<Subscriber, async_nats::Error>
 /// Classifies every change event into `events` until `stop`, and tells
 /// `core` which revision each key is at, so this gateway's next renew or
 /// release of it is one round trip even when another gateway wrote last.
-pub async fn relay(mut sub: Subscriber, events: Events, core: LeaseCore, stop: CancellationToken) {
+pub(crate) async fn relay(
+    mut sub: Subscriber,
+    events: Events,
+    core: LeaseCore,
+    stop: CancellationToken,
+) {
     let mut last_holders = HashMap::new();
     loop {
         let msg = tokio::select! {
@@ -204,16 +209,16 @@ impl From<&ChangeEvent> for EncodedChange {
 
 /// Which changes a client wants.
 #[derive(Debug, Clone, Default)]
-pub struct Filter {
+pub(crate) struct Filter {
     /// Only this key.
-    pub key: Option<LeaseKey>,
+    pub(crate) key: Option<LeaseKey>,
     /// Drop `renewed`: only ownership changes.
-    pub ownership: bool,
+    pub(crate) ownership: bool,
 }
 
 impl Filter {
     /// Whether the client wants `change`.
-    pub fn admits(&self, key: &str, kind: ChangeKind) -> bool {
+    pub(crate) fn admits(&self, key: &str, kind: ChangeKind) -> bool {
         self.key.as_ref().is_none_or(|k| k.as_str() == key)
             && !(self.ownership && kind == ChangeKind::Renewed)
     }
@@ -226,7 +231,7 @@ impl Filter {
 /// showed for its key, is skipped. The stream ends when the client falls
 /// more than the buffer behind (it never holds more than that), or at
 /// `stop`.
-pub fn feed(
+pub(crate) fn feed(
     live: Subscription,
     after: u64,
     resume: Vec<EncodedChange>,

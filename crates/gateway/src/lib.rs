@@ -6,19 +6,25 @@
 //!
 //! - `core`: the lease operations of the seed and the one error type that
 //!   owns every wire `kind` ([`dagnats_leases_wire::Kind`] has the table).
-//!   It reaches the bucket and the owner hop only through `store` and
-//!   `owner_hop`, and knows nothing of the fronts.
-//! - `store`: the `leases` bucket: provisioning, compare-and-set writes,
-//!   reads through the stream leader, and whether it can serve right now.
-//! - `owner_hop`: forward's one NATS request to the holder's inbox; the
-//!   retry rule around it lives in the core.
+//!   It reaches the bucket and the owner hop only through the seams it owns
+//!   (`core/ports.rs`: `Records`, `OwnerHop`), and knows no transport and
+//!   nothing of the fronts.
+//! - `store`: the `leases` bucket behind `Records`: provisioning,
+//!   compare-and-set writes, reads through the stream leader, and whether
+//!   it can serve right now; `store/jsapi.rs` is the one JetStream caller.
+//! - `owner_hop`: forward's one NATS request to the holder's inbox, behind
+//!   `OwnerHop`; the retry rule around it lives in the core.
 //! - `events`: the one change-event subscription per gateway, each change
 //!   handed to the event-stream clients whose filter wants it.
 //! - `nats`: the NATS front, `api.leases.*` in queue group `dagnats-leases`;
-//!   it decodes, calls the core, encodes.
+//!   it decodes, calls the core, encodes; and the gateway as an instance of
+//!   the NATS service `dagnats-api` (`$SRV.PING`, `INFO`, `STATS`).
 //! - `http`: the HTTP front over the same core: REST, forward, Server-Sent
 //!   Events, docs, health, readiness, metrics and the dashboard.
-//! - `metrics`, `telemetry`, [`config`]: counters, logs and settings.
+//! - `cluster`: what the gateway sees of the cluster (nodes, the stream's
+//!   leader and replicas, live gateways) for `/v1/cluster` and `/readyz`.
+//! - `metrics` (its `Op` enum owns every `op` label), `telemetry`,
+//!   [`config`]: counters, logs and settings.
 //! - [`cli`]: the ops commands (acquire, owner, watch, hold, ...), on the
 //!   holder library `dagnats-leases-client`.
 //!
@@ -27,6 +33,7 @@
 //! command line.
 
 pub mod cli;
+mod cluster;
 pub mod config;
 mod core;
 mod events;
@@ -39,6 +46,7 @@ mod telemetry;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -49,10 +57,6 @@ use tokio_util::task::TaskTracker;
 pub use config::Config;
 use core::LeaseCore;
 pub use telemetry::init as init_logs;
-/// How long one JetStream request may take before the call answers
-/// `unavailable`; below a client's usual 5 s request timeout, so callers
-/// hear why rather than time out.
-const STORE_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Completes on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
@@ -182,9 +186,15 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
         .map_err(|err| RunError::Nats(err.to_string()))?;
 
     let stop = CancellationToken::new();
+    // Fires `shutdown_grace` after `stop`: calls still running answer
+    // `internal` rather than keep the process (and their callers) waiting.
+    let give_up = CancellationToken::new();
     let tasks = TaskTracker::new();
-    let (store, provisioner) = store::store(client.clone(), config.bucket(), STORE_TIMEOUT);
-    let core = LeaseCore::new(store, owner_hop::OwnerInbox::new(client.clone()));
+    let (store, provisioner) = store::store(client.clone(), config.bucket());
+    let core = LeaseCore::new(
+        Arc::new(store),
+        Arc::new(owner_hop::OwnerInbox::new(client.clone())),
+    );
     let mut provisioning = tokio::spawn(store::keep_provisioned(provisioner, stop.child_token()));
 
     let events = events::Events::new(http_settings.sse_buffer);
@@ -204,38 +214,63 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
         }
     });
     let (serving_tx, serving) = watch::channel(false);
+    let instance = nats::service::Instance::new();
     let state = http::AppState {
+        instance: instance.clone(),
         serving: serving.clone(),
         core: core.clone(),
         client: client.clone(),
         events,
-        tokens: http::auth::Tokens {
-            write: http_settings.write_token.clone(),
-            read: http_settings.read_token.clone(),
-        },
+        tokens: http::auth::Tokens::new(
+            http_settings.write_token.as_deref(),
+            http_settings.read_token.as_deref(),
+        ),
         metrics: metrics::handle(),
         heartbeat: http_settings.heartbeat,
         stop: stop.clone(),
+        give_up: give_up.clone(),
     };
     let app = http::app(state, &http_settings);
     tracing::info!("HTTP listening on {http_addr}");
     let http_server = tokio::spawn(http::serve(listener, app, stop.clone()));
 
     let front = tokio::spawn({
-        let (client, core, tasks, stop) =
-            (client.clone(), core.clone(), tasks.clone(), stop.clone());
+        let (client, core, tasks, stop, give_up) = (
+            client.clone(),
+            core.clone(),
+            tasks.clone(),
+            stop.clone(),
+            give_up.clone(),
+        );
         async move {
-            match nats::subscribe(&client).await {
-                Ok(subs) => {
-                    tracing::info!("serving lease requests on api.leases.*");
+            let subscribed = async {
+                let subs = nats::subscribe(&client).await?;
+                let discovery = nats::service::subscribe(&client, &instance).await?;
+                Ok::<_, async_nats::Error>((subs, discovery))
+            };
+            match subscribed.await {
+                Ok((subs, discovery)) => {
+                    tracing::info!(
+                        service = dagnats_leases_wire::names::SERVICE_NAME,
+                        id = instance.id(),
+                        "serving lease requests on api.leases.*"
+                    );
                     serving_tx.send_replace(true);
-                    nats::serve(client, core, subs, tasks, stop).await;
+                    let discovery = nats::service::serve(
+                        client.clone(),
+                        instance.clone(),
+                        discovery,
+                        stop.clone(),
+                    );
+                    let front = nats::serve(client, core, instance, subs, tasks, stop, give_up);
+                    futures::future::join(front, discovery).await;
                 }
                 Err(err) => tracing::error!(%err, "could not subscribe to the lease subjects"),
             }
         }
     });
 
+    let grace = config.shutdown_grace();
     let done = tokio::spawn({
         let stop = stop.clone();
         async move {
@@ -249,6 +284,8 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
             };
             shut_down(Parts {
                 stop,
+                give_up,
+                grace,
                 front,
                 http_server,
                 relay,
@@ -272,6 +309,8 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
 /// The tasks and connection of a running gateway, for [`shut_down`].
 struct Parts {
     stop: CancellationToken,
+    give_up: CancellationToken,
+    grace: Duration,
     front: JoinHandle<()>,
     http_server: JoinHandle<()>,
     relay: JoinHandle<()>,
@@ -284,6 +323,8 @@ struct Parts {
 async fn shut_down(parts: Parts) {
     let Parts {
         stop,
+        give_up,
+        grace,
         front,
         http_server,
         relay,
@@ -293,6 +334,12 @@ async fn shut_down(parts: Parts) {
     } = parts;
     tracing::info!("shutting down: no new requests, finishing the ones in flight");
     stop.cancel();
+    // "dagnats stopping mid-call is internal": past the grace, calls still
+    // running answer so, on both fronts, instead of holding the exit.
+    let give_up_later = tokio::spawn(async move {
+        tokio::time::sleep(grace).await;
+        give_up.cancel();
+    });
     // Draining the subscriptions needs the server's answer; while NATS is
     // unreachable there is nothing to drain, so do not wait forever.
     if tokio::time::timeout(NATS_GRACE, front).await.is_err() {
@@ -302,9 +349,11 @@ async fn shut_down(parts: Parts) {
     // streams end at `stop`.
     let _ = http_server.await;
     let _ = relay.await;
-    // In-flight calls end on their own timeouts (store and forward).
+    // In-flight calls end on their own timeouts (store and forward), or at
+    // the grace.
     tasks.close();
     tasks.wait().await;
+    give_up_later.abort();
     provisioning.abort();
     let flushed = tokio::time::timeout(NATS_GRACE, client.flush()).await;
     if !matches!(flushed, Ok(Ok(()))) {

@@ -1,7 +1,8 @@
 //! Prometheus metrics: one recorder per process, and the few helpers every
 //! part records through, so both fronts count requests the same way.
 
-use std::sync::OnceLock;
+use std::collections::BTreeSet;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -14,7 +15,7 @@ const LATENCY_BUCKETS: &[f64] = &[
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
 /// The process's recorder, installed on first use; renders `/metrics`.
-pub fn handle() -> PrometheusHandle {
+pub(crate) fn handle() -> PrometheusHandle {
     HANDLE
         .get_or_init(|| {
             PrometheusBuilder::new()
@@ -28,7 +29,7 @@ pub fn handle() -> PrometheusHandle {
 
 /// Which front answered a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Front {
+pub(crate) enum Front {
     Nats,
     Http,
 }
@@ -42,10 +43,56 @@ impl Front {
     }
 }
 
+/// What a request asked for, as the `op` label names it: the lease
+/// operations both fronts serve, and the HTTP front's own endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Acquire,
+    Renew,
+    Release,
+    Owner,
+    Forward,
+    Transfer,
+    List,
+    /// HTTP only: `DELETE /v1/leases/{key}`.
+    Revoke,
+    /// HTTP only: the change-event stream.
+    Events,
+    /// HTTP only: the recent changes.
+    Recent,
+    /// HTTP only: `GET /v1/cluster`.
+    Cluster,
+    /// HTTP only: health, readiness, metrics, docs and the dashboard.
+    Ops,
+    /// HTTP only: no route matched.
+    Unrouted,
+}
+
+impl Op {
+    /// The `op` label.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Op::Acquire => "acquire",
+            Op::Renew => "renew",
+            Op::Release => "release",
+            Op::Owner => "owner",
+            Op::Forward => "forward",
+            Op::Revoke => "revoke",
+            Op::Transfer => "transfer",
+            Op::List => "list",
+            Op::Events => "events",
+            Op::Recent => "recent",
+            Op::Cluster => "cluster",
+            Op::Ops => "ops",
+            Op::Unrouted => "unrouted",
+        }
+    }
+}
+
 /// Counts one answered request by front, operation and outcome (`ok` or
 /// the error kind), and records its latency.
-pub fn request(front: Front, op: &'static str, kind: &'static str, elapsed: Duration) {
-    let front = front.as_str();
+pub(crate) fn request(front: Front, op: Op, kind: &'static str, elapsed: Duration) {
+    let (front, op) = (front.as_str(), op.label());
     metrics::counter!("dagnats_requests_total", "front" => front, "op" => op, "kind" => kind)
         .increment(1);
     metrics::histogram!("dagnats_request_duration_seconds", "front" => front, "op" => op)
@@ -53,22 +100,44 @@ pub fn request(front: Front, op: &'static str, kind: &'static str, elapsed: Dura
 }
 
 /// Counts one attempt at an owner's inbox by what came of it.
-pub fn forward_attempt(outcome: &'static str) {
+pub(crate) fn forward_attempt(outcome: &'static str) {
     metrics::counter!("dagnats_forward_attempts_total", "outcome" => outcome).increment(1);
 }
 
 /// Whether the gateway's NATS connection is up (1) or not (0).
-pub fn nats_connected(connected: bool) {
+pub(crate) fn nats_connected(connected: bool) {
     metrics::gauge!("dagnats_nats_connected").set(if connected { 1.0 } else { 0.0 });
+}
+
+/// The stream as last read: whether it has a leader (1) or not (0), and
+/// each replica's lag and whether it is current, by replica name. A
+/// replica seen before and missing now (no leader lists it) is not current.
+pub fn stream(view: &crate::cluster::StreamView) {
+    static SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    metrics::gauge!("dagnats_stream_has_leader").set(if view.has_leader() { 1.0 } else { 0.0 });
+    let mut seen = SEEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    for name in seen.iter() {
+        if !view.replicas.iter().any(|r| &r.name == name) {
+            metrics::gauge!("dagnats_stream_replica_current", "replica" => name.clone()).set(0.0);
+        }
+    }
+    for replica in &view.replicas {
+        let name = replica.name.clone();
+        metrics::gauge!("dagnats_stream_replica_lag", "replica" => name.clone())
+            .set(replica.lag as f64);
+        metrics::gauge!("dagnats_stream_replica_current", "replica" => name.clone())
+            .set(if replica.current { 1.0 } else { 0.0 });
+        seen.insert(name);
+    }
 }
 
 /// One event-stream client registered for changes; the gauge counts it
 /// while it lives.
-pub struct SseClient(());
+pub(crate) struct SseClient(());
 
 impl SseClient {
     /// Counts a new client until the returned guard is dropped.
-    pub fn connected() -> Self {
+    pub(crate) fn connected() -> Self {
         metrics::gauge!("dagnats_sse_clients").increment(1.0);
         SseClient(())
     }
@@ -77,5 +146,29 @@ impl SseClient {
 impl Drop for SseClient {
     fn drop(&mut self) {
         metrics::gauge!("dagnats_sse_clients").decrement(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Op;
+
+    #[test]
+    fn every_op_has_its_own_label() {
+        let all = [
+            Op::Acquire,
+            Op::Renew,
+            Op::Release,
+            Op::Owner,
+            Op::Forward,
+            Op::Revoke,
+            Op::List,
+            Op::Events,
+            Op::Recent,
+            Op::Ops,
+            Op::Unrouted,
+        ];
+        let labels: std::collections::HashSet<_> = all.iter().map(|op| op.label()).collect();
+        assert_eq!(labels.len(), all.len());
     }
 }

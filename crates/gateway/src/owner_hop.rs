@@ -1,68 +1,33 @@
 //! The owner hop of forward: one NATS request to
 //! `dagnats.lease.inbox.<holder>.<key>` with the fence in a header.
 //!
-//! It only reports what happened; the retry rule lives in the core.
+//! It only reports what happened, as the core's [`HopOutcome`]; the retry
+//! rule lives in the core.
 
 use std::time::Duration;
 
-use async_nats::{Client, HeaderMap, RequestErrorKind};
+use async_nats::{Client, HeaderMap, HeaderName, RequestErrorKind};
 use bytes::Bytes;
+use futures::FutureExt;
+use futures::future::BoxFuture;
 
-use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_REJECT, REJECT_STALE, inbox_subject};
+use crate::core::ports::{HopOutcome, OwnerHop};
 
-/// What one attempt at the owner came to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HopOutcome {
-    /// The owner answered; its body (headers are not relayed).
-    Replied(Bytes),
-    /// The owner refused with `Dagnats-Lease-Reject: stale`: not processed.
-    Rejected,
-    /// Nobody subscribes on the inbox: not processed.
-    NoResponders,
-    /// No answer in time: the owner may have processed it.
-    TimedOut,
-    /// The request could not be sent (e.g. NATS is disconnected).
-    Failed(String),
-}
+use dagnats_leases_client::headers;
+use dagnats_leases_wire::names::{HEADER_FENCE, inbox_subject};
 
-impl HopOutcome {
-    /// A short name for metrics and logs.
-    pub fn name(&self) -> &'static str {
-        match self {
-            HopOutcome::Replied(_) => "replied",
-            HopOutcome::Rejected => "rejected",
-            HopOutcome::NoResponders => "no_responders",
-            HopOutcome::TimedOut => "timed_out",
-            HopOutcome::Failed(_) => "failed",
-        }
-    }
-}
-
-/// Sends forwarded requests to owners; cheap to clone.
-#[derive(Clone)]
-pub struct OwnerInbox {
+/// Sends forwarded requests to owners.
+pub(crate) struct OwnerInbox {
     client: Client,
 }
 
 impl OwnerInbox {
     /// An inbox sender over `client`.
-    pub fn new(client: Client) -> Self {
+    pub(crate) fn new(client: Client) -> Self {
         OwnerInbox { client }
     }
 
-    /// The largest message the server accepts, as it told this connection.
-    pub fn max_payload(&self) -> usize {
-        self.client.server_info().max_payload
-    }
-
-    /// The bytes the fence header adds to a request to the owner.
-    pub fn header_overhead(fence: u64) -> usize {
-        // "NATS/1.0\r\n" + "Dagnats-Lease-Fence: <n>\r\n" + "\r\n"
-        10 + HEADER_FENCE.len() + 2 + fence.to_string().len() + 2 + 2
-    }
-
-    /// One request to `holder`'s inbox for `key`, fenced at `fence`.
-    pub async fn send(
+    async fn request(
         &self,
         holder: &str,
         key: &str,
@@ -70,8 +35,9 @@ impl OwnerInbox {
         payload: Bytes,
         timeout: Duration,
     ) -> HopOutcome {
+        const FENCE: HeaderName = HeaderName::from_static(HEADER_FENCE);
         let mut headers = HeaderMap::new();
-        headers.insert(HEADER_FENCE, fence.to_string().as_str());
+        headers.insert(FENCE, fence.to_string());
         let request = async_nats::Request::new()
             .payload(payload)
             .headers(headers)
@@ -82,12 +48,7 @@ impl OwnerInbox {
             .await
         {
             Ok(reply) => {
-                let rejected = reply
-                    .headers
-                    .as_ref()
-                    .and_then(|h| h.get(HEADER_REJECT))
-                    .is_some_and(|v| v.as_str() == REJECT_STALE);
-                if rejected {
+                if headers::is_stale_reject(reply.headers.as_ref()) {
                     HopOutcome::Rejected
                 } else {
                     HopOutcome::Replied(reply.payload)
@@ -99,5 +60,29 @@ impl OwnerInbox {
                 _ => HopOutcome::Failed(err.to_string()),
             },
         }
+    }
+}
+
+impl OwnerHop for OwnerInbox {
+    /// The largest message the server accepts, as it told this connection.
+    fn max_payload(&self) -> usize {
+        self.client.server_info().max_payload
+    }
+
+    /// The bytes the fence header adds to a request to the owner.
+    fn overhead(&self, fence: u64) -> usize {
+        // "NATS/1.0\r\n" + "Dagnats-Lease-Fence: <n>\r\n" + "\r\n"
+        10 + HEADER_FENCE.len() + 2 + fence.to_string().len() + 2 + 2
+    }
+
+    fn send<'a>(
+        &'a self,
+        holder: &'a str,
+        key: &'a str,
+        fence: u64,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> BoxFuture<'a, HopOutcome> {
+        self.request(holder, key, fence, payload, timeout).boxed()
     }
 }

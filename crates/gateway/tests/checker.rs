@@ -51,6 +51,16 @@ fn release(holder: &str, revision: u64, outcome: Outcome) -> Call {
     }
 }
 
+fn transfer(holder: &str, revision: u64, to: &str, outcome: Outcome) -> Call {
+    Call::Transfer {
+        holder: holder.into(),
+        revision,
+        to: to.into(),
+        ttl: TTL,
+        outcome,
+    }
+}
+
 fn owner(outcome: Outcome) -> Call {
     Call::Owner { outcome }
 }
@@ -254,5 +264,71 @@ fn a_forward_processed_under_a_fence_of_an_earlier_tenure_is_caught() {
             at("k3", 300, 300, processed("a", 10)),
         ],
         Kind::StaleForward,
+    );
+}
+
+/// a hands k4 to b; b renews and serves a forward; a's late renew is lost.
+fn handed_over() -> Vec<Op> {
+    vec![
+        at("k4", 0, 10, acquire("a", granted(20))),
+        at("k4", 1000, 1010, renew("a", 20, granted(21))),
+        at("k4", 1500, 1510, transfer("a", 21, "b", granted(22))),
+        at("k4", 1520, 1530, owner(held("b", 22))),
+        at("k4", 1600, 1600, processed("b", 22)),
+        at("k4", 2500, 2510, renew("b", 22, granted(23))),
+        at("k4", 2600, 2610, renew("a", 21, Outcome::Lost)),
+        at("k4", 2700, 2700, processed("b", 23)),
+    ]
+}
+
+#[test]
+fn a_transfer_ends_the_senders_tenure_and_starts_the_receivers() {
+    let violations = check(&handed_over());
+    assert!(violations.is_empty(), "{violations:#?}");
+}
+
+#[test]
+fn a_sender_still_acting_after_its_transfer_is_two_owners() {
+    // a's renew landing after its own transfer (it should have stopped):
+    // a and b both entitled.
+    assert_only(
+        vec![
+            at("k4", 0, 10, acquire("a", granted(20))),
+            at("k4", 1500, 1510, transfer("a", 20, "b", granted(22))),
+            at("k4", 1700, 1710, renew("a", 20, granted(23))),
+            at("k4", 1800, 1800, processed("b", 22)),
+        ],
+        Kind::TwoOwners,
+    );
+}
+
+#[test]
+fn a_transfer_granted_while_another_holder_is_entitled_is_two_owners() {
+    // c holds k5; a transfer from a (who holds nothing) to b is granted.
+    assert_only(
+        vec![
+            at("k5", 0, 10, acquire("c", granted(30))),
+            at("k5", 500, 510, transfer("a", 29, "b", granted(31))),
+        ],
+        Kind::TwoOwners,
+    );
+}
+
+#[test]
+fn a_forward_processed_by_the_sender_after_its_transfer_is_caught() {
+    let mut history = handed_over();
+    history.push(at("k4", 1505, 1505, processed("a", 21)));
+    assert_only(history, Kind::StaleForward);
+}
+
+#[test]
+fn a_transfer_with_a_lower_fence_than_the_renew_before_it_is_caught() {
+    assert_only(
+        vec![
+            at("k6", 0, 10, acquire("a", granted(40))),
+            at("k6", 1000, 1010, renew("a", 40, granted(41))),
+            at("k6", 1500, 1510, transfer("a", 41, "b", granted(39))),
+        ],
+        Kind::FenceNotIncreasing,
     );
 }

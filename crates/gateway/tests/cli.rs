@@ -77,6 +77,78 @@ async fn exit_codes_tell_granted_not_granted_lost_and_errors_apart() {
 }
 
 #[tokio::test]
+async fn transfer_prints_the_new_holders_lease_and_exits_4_when_lost_1_when_invalid() {
+    let s = Setup::start().await;
+    let url = s.server.url.clone();
+    let a = s.acquire("k", "a", 15000).await;
+    let revision = a["revision"].to_string();
+    let args = |holder: &'static str, to: &'static str, revision: &str| {
+        let revision = revision.to_string();
+        let args = [
+            "transfer",
+            "k",
+            "--holder",
+            holder,
+            "--revision",
+            &revision,
+            "--to",
+            to,
+        ];
+        args.map(String::from)
+    };
+    let run_args = |args: [String; 8]| {
+        let url = url.clone();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run(&url, &args).await
+        }
+    };
+    let same = run_args(args("a", "a", &revision)).await;
+    assert_eq!(same.status.code(), Some(1), "invalid");
+    assert!(String::from_utf8_lossy(&same.stderr).contains("another holder"));
+
+    let moved = run_args(args("a", "b", &revision)).await;
+    assert_eq!(
+        moved.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&moved.stderr)
+    );
+    let lease = stdout_json(&moved);
+    assert_eq!(
+        (lease["granted"].clone(), lease["holder"].clone()),
+        (json!(true), json!("b"))
+    );
+    assert_eq!(lease["ttl_ms"], 15000, "the default TTL");
+    assert!(lease["revision"].as_u64().unwrap() > a["revision"].as_u64().unwrap());
+    assert_eq!(s.owner("k").await["holder"], "b");
+
+    let new_revision = lease["revision"].to_string();
+    let lost = run_args(args("a", "c", &new_revision)).await;
+    assert_eq!(lost.status.code(), Some(4), "lost");
+    assert!(String::from_utf8_lossy(&lost.stderr).contains("lost:"));
+
+    let short = run(
+        &s.server.url,
+        &[
+            "transfer",
+            "k",
+            "--holder",
+            "b",
+            "--revision",
+            &new_revision,
+            "--to",
+            "c",
+            "--ttl-ms",
+            "2000",
+        ],
+    )
+    .await;
+    assert_eq!(short.status.code(), Some(0));
+    assert_eq!(stdout_json(&short)["ttl_ms"], 2000);
+}
+
+#[tokio::test]
 async fn forward_reads_the_payload_from_stdin_and_prints_the_owners_bytes() {
     let s = Setup::start().await;
     s.acquire("k", "w", 15000).await;

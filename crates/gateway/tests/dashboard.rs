@@ -435,3 +435,60 @@ async fn five_thousand_leases_render_and_the_page_stays_responsive() {
     );
     assert_eq!(s.console_errors().await, Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn the_dashboard_shows_the_stream_leader_and_every_live_gateway() {
+    let server = NatsServer::start().await;
+    let gateway = Gateway::start(&server.url).await;
+    let _other = Gateway::start(&server.url).await;
+    let http = Http::of(&gateway).await;
+    let view = http.get("/v1/cluster").await.body;
+    let leader = view["stream"]["leader"].as_str().unwrap().to_string();
+    let own = view["gateway"]["id"].as_str().unwrap().to_string();
+    let s = Session::start().await;
+    s.browser.goto(&format!("{}/", http.base)).await.unwrap();
+    let column = |table: &str| {
+        format!(
+            "return [...document.querySelectorAll('#{table} tbody tr')].map(tr => tr.cells[0].textContent)"
+        )
+    };
+    poll_until("both gateways listed", Duration::from_secs(10), || async {
+        s.js(&column("cluster-gateways"))
+            .await
+            .as_array()
+            .unwrap()
+            .len()
+            == 2
+    })
+    .await;
+    let gateways = s.js(&column("cluster-gateways")).await;
+    let mut expected: Vec<String> = view["gateways"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            let id = g["id"].as_str().unwrap();
+            if id == own {
+                format!("{id} (this one)")
+            } else {
+                id.to_string()
+            }
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(gateways, json!(expected));
+    assert_eq!(s.js(&column("cluster-replicas")).await, json!([leader]));
+    assert_eq!(
+        s.js("return document.getElementById('cluster-leader').textContent")
+            .await,
+        json!(format!("KV_leases leader: {leader}"))
+    );
+    let nodes = s.js(&column("cluster-nodes")).await;
+    assert_eq!(
+        nodes,
+        json!([format!(
+            "{} (connected)",
+            server.url.trim_start_matches("nats://")
+        )])
+    );
+}

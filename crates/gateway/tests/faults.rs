@@ -1,5 +1,6 @@
 //! A randomized fault run on a three-node cluster: concurrent holders
-//! acquire, renew at ttl/3, release or abandon keys and answer forwards
+//! acquire, renew at ttl/3, release, transfer to another holder (who takes
+//! the lease up between its own tenures) or abandon keys and answer forwards
 //! under the seed's owner rules; readers read owners; forwarders forward;
 //! meanwhile the run kills -9 the stream leader and restarts it, pauses a
 //! node with SIGSTOP/SIGCONT, restarts gateways, and partitions a node
@@ -20,7 +21,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -150,12 +151,24 @@ fn granted(reply: &Value, wall: time::OffsetDateTime) -> Outcome {
 #[derive(Default)]
 struct Acting(Option<(String, u64, Duration)>);
 
+/// A lease a transfer handed to a holder: key, fence, until when the
+/// receiver may act on it, and when the transfer was sent.
+struct Handed {
+    key: String,
+    revision: u64,
+    until: Duration,
+    sent: Duration,
+}
+
 /// A holder process: its lease calls and its owner inbox.
 struct Holder {
     name: String,
     client: async_nats::Client,
     rec: Arc<Recorder>,
     acting: Arc<Mutex<Acting>>,
+    /// Every holder's last handed lease, by holder number (`holder-<i>`).
+    mailboxes: Arc<Vec<Mutex<Option<Handed>>>>,
+    index: usize,
 }
 
 impl Holder {
@@ -217,9 +230,22 @@ impl Holder {
 
     async fn run(self, keys: Vec<String>, mut rng: Rng, until: Duration) {
         self.serve_inbox().await;
+        // When this holder last asked for each key: a lease handed over
+        // before that is not taken up (the acquire already answered).
+        let mut asked: HashMap<String, Duration> = HashMap::new();
         while self.rec.now() < until {
+            let handed = self.mailboxes[self.index].lock().unwrap().take();
+            if let Some(h) = handed
+                && asked.get(&h.key).is_none_or(|at| *at < h.sent)
+            {
+                self.rec.count("holder: took up a transferred lease".into());
+                self.acting.lock().unwrap().0 = Some((h.key.clone(), h.revision, h.until));
+                self.hold(&h.key, h.revision, &mut rng).await;
+                continue;
+            }
             let key = keys[rng.below(keys.len())].clone();
             let start = self.rec.now();
+            asked.insert(key.clone(), start);
             let wall = time::OffsetDateTime::now_utc();
             let body = json!({"key": key, "holder": self.name, "ttl_ms": TTL.as_millis() as u64});
             let reply = request(&self.client, "acquire", body).await;
@@ -279,12 +305,13 @@ impl Holder {
                 return;
             }
             if round == rounds {
+                // Stop acting as owner first, whatever comes next.
                 self.acting.lock().unwrap().0 = None;
-                if rng.below(4) == 0 {
-                    self.rec.count("holder: abandoned".into());
-                    return;
+                match rng.below(8) {
+                    0 | 1 => self.rec.count("holder: abandoned".into()),
+                    2..=4 => self.transfer(key, revision, rng).await,
+                    _ => self.release(key, revision).await,
                 }
-                self.release(key, revision).await;
                 return;
             }
             round += 1;
@@ -335,6 +362,47 @@ impl Holder {
                 return;
             }
         }
+    }
+
+    /// Hands the key to another holder; a grant goes to its mailbox.
+    async fn transfer(&self, key: &str, revision: u64, rng: &mut Rng) {
+        let mut index = rng.below(self.mailboxes.len() - 1);
+        if index >= self.index {
+            index += 1;
+        }
+        let to = format!("holder-{index}");
+        let start = self.rec.now();
+        let wall = time::OffsetDateTime::now_utc();
+        let body = json!({"key": key, "holder": self.name, "revision": revision, "to": to,
+                          "ttl_ms": TTL.as_millis() as u64});
+        let reply = request(&self.client, "transfer", body).await;
+        self.rec.tally("transfer", &reply);
+        let outcome = match &reply {
+            Ok(v) if v["granted"] == true => granted(v, wall),
+            Ok(v) if v["kind"] == "lost" => Outcome::Lost,
+            _ => Outcome::Unknown,
+        };
+        let end = self.rec.now();
+        if let Outcome::Granted { revision, lasts } = &outcome {
+            *self.mailboxes[index].lock().unwrap() = Some(Handed {
+                key: key.into(),
+                revision: *revision,
+                until: start + TTL.min(*lasts),
+                sent: start,
+            });
+        }
+        self.rec.record(Op {
+            key: key.into(),
+            start,
+            end,
+            call: Call::Transfer {
+                holder: self.name.clone(),
+                revision,
+                to,
+                ttl: TTL,
+                outcome,
+            },
+        });
     }
 
     async fn release(&self, key: &str, revision: u64) {
@@ -614,12 +682,15 @@ async fn fault_run(plan: Plan) -> usize {
     let keys: Vec<String> = (0..plan.keys).map(|i| format!("shard-{i}")).collect();
     let mut seeds = Rng(plan.seed);
     let mut tasks = Vec::new();
+    let mailboxes: Arc<Vec<_>> = Arc::new((0..plan.holders).map(|_| Mutex::default()).collect());
     for i in 0..plan.holders {
         let holder = Holder {
             name: format!("holder-{i}"),
             client: cluster.client().await,
             rec: rec.clone(),
             acting: Arc::default(),
+            mailboxes: mailboxes.clone(),
+            index: i,
         };
         tasks.push(tokio::spawn(holder.run(
             keys.clone(),
@@ -743,6 +814,7 @@ fn back_after(history: &[Op], at: Duration) -> Option<Duration> {
                 Call::Acquire { outcome, .. }
                 | Call::Renew { outcome, .. }
                 | Call::Release { outcome, .. }
+                | Call::Transfer { outcome, .. }
                 | Call::Owner { outcome } => outcome,
                 Call::Processed { .. } => return false,
             };

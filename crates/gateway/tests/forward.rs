@@ -75,6 +75,63 @@ async fn forward_timeout_defaults_to_5000_ms() {
 }
 
 #[tokio::test]
+async fn timeout_ms_of_100_and_30000_are_accepted() {
+    let s = Setup::start().await;
+    let lease = acquire(&s, "k", "a").await;
+    let _owner = Owner::start(&s.client, "a", Answer::Echo).await;
+    for timeout_ms in [100, 30000] {
+        let reply = s.call("forward", forward("k", b"", timeout_ms)).await;
+        assert_eq!(reply["holder"], "a", "{timeout_ms}: {reply}");
+        assert_eq!(
+            reply["revision"], lease["revision"],
+            "{timeout_ms}: {reply}"
+        );
+    }
+}
+
+/// "timeout_ms bounds the whole call": a generous allowance for a loaded
+/// machine on top of it. A bound, not a benchmark.
+const MARGIN: Duration = Duration::from_secs(5);
+
+#[tokio::test]
+async fn a_forward_retried_after_no_responders_is_answered_within_timeout_ms() {
+    let s = Setup::start().await;
+    let lease = acquire(&s, "k", "gone").await;
+    let started = std::time::Instant::now();
+    let reply = s.call("forward", forward("k", b"x", 3000)).await;
+    assert_owner_error(&reply, "owner_unavailable", "gone", &lease["revision"]);
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_millis(3000) + MARGIN,
+        "{elapsed:?}"
+    );
+}
+
+#[tokio::test]
+async fn retries_share_one_timeout_ms_rather_than_one_each() {
+    let s = Setup::start().await;
+    let lease = acquire(&s, "k", "slow").await;
+    // Rejects after 4 s: a second attempt fits in 6 s, a third cannot, and
+    // three full attempts (12 s) would overrun timeout_ms plus the margin.
+    let owner = Owner::start(
+        &s.client,
+        "slow",
+        Answer::RejectAfter(Duration::from_secs(4)),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let reply = s.call("forward", forward("k", b"x", 6000)).await;
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_millis(6000) + MARGIN,
+        "{elapsed:?}"
+    );
+    // The second attempt ran out of time: it may have been processed.
+    assert_owner_error(&reply, "owner_timeout", "slow", &lease["revision"]);
+    assert_eq!(owner.received(), 2);
+}
+
+#[tokio::test]
 async fn forward_of_a_free_key_is_not_held() {
     let s = Setup::start().await;
     let reply = s.call("forward", forward("free", b"x", 1000)).await;
@@ -114,6 +171,25 @@ async fn three_stale_rejects_give_owner_rejected_after_exactly_three_requests() 
     let reply = s.call("forward", forward("k", b"x", 3000)).await;
     assert_owner_error(&reply, "owner_rejected", "stale", &lease["revision"]);
     assert_eq!(owner.received(), 3);
+}
+
+#[tokio::test]
+async fn a_reject_is_recognised_whatever_the_case_of_its_name_and_value() {
+    let s = Setup::start().await;
+    let lease = acquire(&s, "k", "lower").await;
+    let owner = Owner::start(
+        &s.client,
+        "lower",
+        Answer::RejectSpelled("dagnats-lease-reject", "STALE"),
+    )
+    .await;
+    let reply = s.call("forward", forward("k", b"x", 3000)).await;
+    assert_owner_error(&reply, "owner_rejected", "lower", &lease["revision"]);
+    assert_eq!(
+        owner.received(),
+        3,
+        "each reject is retried like the canonical one"
+    );
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::owner::{Answer, Owner};
 use common::{Gateway, NatsServer, ServerOptions, call, client, eventually, stream_info, try_call};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -120,6 +121,53 @@ async fn two_gateways_answer_each_request_exactly_once() {
     assert_eq!(seen, vec![1; N], "replies per request");
 }
 
+/// A loopback port nobody listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test]
+async fn the_lease_subjects_are_subscribed_in_queue_group_dagnats_leases() {
+    let monitor = free_port();
+    let server = NatsServer::start_with(ServerOptions {
+        extra_args: vec!["-m".into(), monitor.to_string()],
+        ..ServerOptions::default()
+    })
+    .await;
+    let _a = Gateway::start(&server.url).await;
+    let _b = Gateway::start(&server.url).await;
+    // The server's own list of subscriptions, not the replies they cause.
+    let url = format!("http://127.0.0.1:{monitor}/subsz?subs=1");
+    let subsz: Value = reqwest::get(&url).await.unwrap().json().await.unwrap();
+    let lease_subs: Vec<&Value> = subsz["subscriptions_list"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{subsz}"))
+        .iter()
+        .filter(|sub| sub["subject"].as_str().unwrap().starts_with("api.leases."))
+        .collect();
+    let mut subjects: Vec<&str> = lease_subs
+        .iter()
+        .map(|sub| sub["subject"].as_str().unwrap())
+        .collect();
+    subjects.sort_unstable();
+    let mut expected: Vec<String> = OPS
+        .iter()
+        .flat_map(|op| [format!("api.leases.{op}"), format!("api.leases.{op}")])
+        .collect();
+    expected.sort_unstable();
+    assert_eq!(
+        subjects, expected,
+        "each gateway subscribes each subject once"
+    );
+    for sub in lease_subs {
+        assert_eq!(sub["qgroup"], "dagnats-leases", "{sub}");
+    }
+}
+
 #[tokio::test]
 async fn sigterm_finishes_in_flight_requests_and_exits_0() {
     let server = NatsServer::start().await;
@@ -155,6 +203,49 @@ async fn sigterm_finishes_in_flight_requests_and_exits_0() {
         }
     }
     assert!(answered > 0, "some requests were in flight");
+}
+
+#[tokio::test]
+async fn a_call_still_running_when_the_shutdown_grace_ends_answers_internal() {
+    let server = NatsServer::start().await;
+    let env = [("DAGNATS_SHUTDOWN_GRACE_MS", "200")];
+    let gateway = Gateway::start_with(&server.url, &[], &env).await;
+    let c = client(&server.url).await;
+    let lease = json!({"key": "k", "holder": "mute", "ttl_ms": 30000});
+    assert_eq!(call(&c, "acquire", lease).await["granted"], true);
+    let owner = Owner::start(&c, "mute", Answer::Silent).await;
+    let pending = tokio::spawn({
+        let c = c.clone();
+        async move {
+            let body = json!({"key": "k", "payload": "", "timeout_ms": 30000});
+            // Below the forward's own 30 s: only the grace can answer first.
+            tokio::time::timeout(
+                Duration::from_secs(20),
+                c.request("api.leases.forward", body.to_string().into()),
+            )
+            .await
+        }
+    });
+    eventually(
+        "the forward to reach the owner",
+        Duration::from_secs(10),
+        || {
+            let arrived = owner.received() == 1;
+            async move { arrived.then_some(()) }
+        },
+    )
+    .await;
+    let status = gateway.terminate().await;
+    assert!(status.success(), "exit status {status}");
+    let reply = pending
+        .await
+        .unwrap()
+        .expect("answered before the forward's own timeout")
+        .expect("a reply, not silence");
+    let reply: Value = serde_json::from_slice(&reply.payload).unwrap();
+    assert_eq!(reply["kind"], "internal", "{reply}");
+    let error = reply["error"].as_str().unwrap();
+    assert!(error.contains("the gateway is stopping"), "{reply}");
 }
 
 #[tokio::test]

@@ -17,10 +17,12 @@ const PATHS: &[&str] = &[
     "/v1/leases/{key}/acquire",
     "/v1/leases/{key}/renew",
     "/v1/leases/{key}/release",
+    "/v1/leases/{key}/transfer",
     "/v1/leases/{key}",
     "/v1/leases",
     "/v1/leases/{key}/forward",
     "/v1/events",
+    "/v1/cluster",
     "/healthz",
     "/readyz",
     "/metrics",
@@ -82,6 +84,22 @@ async fn the_openapi_document_is_3_1_and_describes_every_endpoint() {
     let acquire = &doc["components"]["schemas"]["AcquireRequest"];
     assert!(acquire["properties"].get("key").is_none(), "{acquire}");
     assert_eq!(acquire["required"], serde_json::json!(["holder", "ttl_ms"]));
+    let transfer = &doc["components"]["schemas"]["TransferRequest"];
+    assert!(transfer["properties"].get("key").is_none(), "{transfer}");
+    assert_eq!(
+        transfer["required"],
+        serde_json::json!(["holder", "revision", "to", "ttl_ms"])
+    );
+    // A page of the list names where the next one starts.
+    let list = &doc["components"]["schemas"]["LeaseList"];
+    assert_eq!(list["required"], serde_json::json!(["leases", "next"]));
+    let params: Vec<&str> = doc["paths"]["/v1/leases"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(params, ["prefix", "after", "limit"]);
 }
 
 #[tokio::test]

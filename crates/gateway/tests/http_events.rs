@@ -6,7 +6,7 @@ mod common;
 use std::pin::Pin;
 use std::time::Duration;
 
-use common::{Gateway, Http, NatsServer, wait_tombstone_gone};
+use common::{Gateway, Http, NatsServer, assert_error, wait_tombstone_gone};
 use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
@@ -103,6 +103,17 @@ async fn changes_arrive_in_order_named_with_the_revision_as_id() {
 }
 
 #[tokio::test]
+async fn a_transfer_is_an_acquired_event_with_the_new_holders_lease() {
+    let (_server, _gateway, _client, http) = setup().await;
+    let mut events = open(&http, "/v1/events?ownership=true", None).await;
+    let a = acquire(&http, "k", 15000).await;
+    let moved = http.transfer("k", "h", rev(&a), "h2", 15000).await.body;
+    assert_eq!(moved["holder"], "h2", "{moved}");
+    assert_eq!(next(&mut events).await, granted("acquired", &a));
+    assert_eq!(next(&mut events).await, granted("acquired", &moved));
+}
+
+#[tokio::test]
 async fn an_expired_lease_is_an_expired_event_naming_the_last_holder() {
     let (_server, _gateway, _client, http) = setup().await;
     let mut events = open(&http, "/v1/events", None).await;
@@ -182,8 +193,9 @@ async fn last_event_id_resumes_with_the_current_state_then_live() {
 #[tokio::test]
 async fn heartbeats_keep_an_idle_stream_alive_uncompressed() {
     let server = NatsServer::start().await;
-    let gateway = Gateway::spawn(&server.url, &[], &[("DAGNATS_SSE_HEARTBEAT_MS", "200")]);
-    gateway.wait_serving().await;
+    // Once the bucket is ready: before, events answer 503 like every call.
+    let gateway =
+        Gateway::start_with(&server.url, &[], &[("DAGNATS_SSE_HEARTBEAT_MS", "200")]).await;
     let http = Http::of(&gateway).await;
     // Browsers accept gzip; a compressed stream would sit in the encoder.
     let resp = http
@@ -331,4 +343,40 @@ async fn an_open_event_stream_ends_at_shutdown_and_the_gateway_exits_0() {
     })
     .await;
     assert!(rest.is_ok(), "the event stream stayed open after shutdown");
+}
+
+#[tokio::test]
+async fn events_on_an_old_server_answer_501_unsupported() {
+    let server = NatsServer::old().await;
+    let gateway = Gateway::spawn(&server.url, &[], &[]);
+    gateway
+        .log
+        .wait_for("older than 2.11", Duration::from_secs(15))
+        .await
+        .expect("gateway notices the old server");
+    let http = Http::of(&gateway).await;
+    for path in ["/v1/events", "/v1/events/recent"] {
+        assert_error(&http.get(path).await, 501, "unsupported");
+    }
+}
+
+#[tokio::test]
+async fn events_with_jetstream_down_answer_503_unavailable_until_it_is_back() {
+    let mut server = NatsServer::without_jetstream().await;
+    let gateway = Gateway::spawn(&server.url, &[], &[]);
+    gateway.wait_serving().await;
+    let http = Http::of(&gateway).await;
+    for path in ["/v1/events", "/v1/events/recent"] {
+        assert_error(&http.get(path).await, 503, "unavailable");
+    }
+    server.restart_with(common::ServerOptions::default()).await;
+    gateway.wait_bucket_ready().await;
+    common::eventually("events to be served", Duration::from_secs(20), || async {
+        let recent = http.get("/v1/events/recent").await;
+        (recent.status == 200).then_some(())
+    })
+    .await;
+    let mut events = open(&http, "/v1/events", None).await;
+    let grant = acquire(&http, "back", 15000).await;
+    assert_eq!(next(&mut events).await, granted("acquired", &grant));
 }

@@ -10,7 +10,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use common::owner::{Answer, Owner};
 use common::takeover::{KEY, Takeover};
-use common::{Http, HttpReply, Setup, assert_error};
+use common::{Gateway, Http, HttpReply, NatsServer, Setup, assert_error, eventually};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -221,4 +221,41 @@ async fn a_raw_forward_returns_a_reply_that_would_be_too_large_in_base64() {
         lease["revision"].to_string().as_str()
     );
     assert_eq!(resp.bytes().await.unwrap().to_vec(), vec![b'x'; 3500]);
+}
+
+#[tokio::test]
+async fn a_forward_still_running_when_the_shutdown_grace_ends_answers_500_internal() {
+    let server = NatsServer::start().await;
+    let env = [("DAGNATS_SHUTDOWN_GRACE_MS", "200")];
+    let gateway = Gateway::start_with(&server.url, &[], &env).await;
+    let http = Http::of(&gateway).await;
+    let c = common::client(&server.url).await;
+    acquire(&http, "k", "mute").await;
+    let owner = Owner::start(&c, "mute", Answer::Silent).await;
+    let pending = tokio::spawn({
+        let http = http.clone();
+        async move {
+            let body = json!({"payload": "", "timeout_ms": 30000});
+            http.post("/v1/leases/k/forward", body).await
+        }
+    });
+    eventually(
+        "the forward to reach the owner",
+        Duration::from_secs(10),
+        || {
+            let arrived = owner.received() == 1;
+            async move { arrived.then_some(()) }
+        },
+    )
+    .await;
+    let status = gateway.terminate().await;
+    assert!(status.success(), "exit status {status}");
+    // Below the forward's own 30 s: only the grace can answer first.
+    let reply = tokio::time::timeout(Duration::from_secs(20), pending)
+        .await
+        .expect("answered before the forward's own timeout")
+        .unwrap();
+    assert_error(&reply, 500, "internal");
+    let error = reply.body["error"].as_str().unwrap();
+    assert!(error.contains("the gateway is stopping"), "{}", reply.body);
 }

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{Gateway, Http, HttpReply, NatsServer, Setup, assert_error};
+use futures::StreamExt as _;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -130,7 +131,64 @@ async fn list_returns_every_held_lease_ordered_and_filtered_by_prefix() {
     let shards = http.get("/v1/leases?prefix=shard-").await;
     assert_eq!(keys(&shards.body), ["shard-1", "shard-2"]);
     let none = http.get("/v1/leases?prefix=nothing").await;
-    assert_eq!(none.body, json!({"leases": []}));
+    assert_eq!(none.body, json!({"leases": [], "next": null}));
+}
+
+#[tokio::test]
+async fn list_pages_with_after_and_limit_and_names_next_in_the_body() {
+    let (_s, http) = setup().await;
+    for key in ["k-3", "k-1", "k-4", "k-2", "k-5"] {
+        http.acquire(key, "h", 15000).await;
+    }
+    let first = http.get("/v1/leases?limit=2").await;
+    assert_eq!(first.status, 200);
+    assert_eq!(keys(&first.body), ["k-1", "k-2"]);
+    assert_eq!(first.body["next"], "k-2");
+    let second = http.get("/v1/leases?after=k-2&limit=2").await;
+    assert_eq!(keys(&second.body), ["k-3", "k-4"]);
+    assert_eq!(second.body["next"], "k-4");
+    let last = http.get("/v1/leases?after=k-4&limit=2").await;
+    assert_eq!(keys(&last.body), ["k-5"]);
+    assert_eq!(last.body["next"], Value::Null);
+    let filtered = http.get("/v1/leases?prefix=k-&after=k-3").await;
+    assert_eq!(keys(&filtered.body), ["k-4", "k-5"]);
+}
+
+#[tokio::test]
+async fn list_without_a_limit_answers_every_lease_even_past_the_nats_default() {
+    let (s, http) = setup().await;
+    let s = &s;
+    let grants = (0..1005).map(|i| {
+        let key = format!("k-{i:04}");
+        async move { s.acquire(&key, "h", 15000).await }
+    });
+    let mut grants = futures::stream::iter(grants).buffer_unordered(100);
+    while let Some(grant) = grants.next().await {
+        assert_eq!(grant["granted"], true, "{grant}");
+    }
+    let all = http.get("/v1/leases").await;
+    assert_eq!(all.status, 200);
+    assert_eq!(keys(&all.body).len(), 1005);
+    assert_eq!(all.body["next"], Value::Null);
+}
+
+#[tokio::test]
+async fn an_invalid_list_limit_or_after_is_400_invalid() {
+    let (_s, http) = setup().await;
+    for query in [
+        "limit=0",
+        "limit=5001",
+        "limit=1.5",
+        "limit=x",
+        "limit=",
+        "after=",
+        "after=a.b",
+        "after=%2A",
+    ] {
+        let reply = http.get(&format!("/v1/leases?{query}")).await;
+        assert_error(&reply, 400, "invalid");
+    }
+    assert_eq!(http.get("/v1/leases?limit=5000").await.status, 200);
 }
 
 #[tokio::test]

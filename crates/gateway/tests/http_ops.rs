@@ -96,6 +96,63 @@ async fn an_empty_token_setting_stops_the_start() {
     assert!(gateway.log.text().contains("DAGNATS_HTTP_TOKEN is empty"));
 }
 
+/// Every address beyond loopback, with `:0` so tests do not clash.
+const ANY_ADDRESS: (&str, &str) = ("DAGNATS_HTTP_ADDR", "0.0.0.0:0");
+
+#[tokio::test]
+async fn a_non_loopback_address_without_a_write_token_refuses_to_start() {
+    let server = NatsServer::start().await;
+    let cases: [&[(&str, &str)]; 3] = [
+        &[ANY_ADDRESS],
+        // A read token leaves writes open.
+        &[ANY_ADDRESS, ("DAGNATS_HTTP_READ_TOKEN", READ)],
+        &[ANY_ADDRESS, ("DAGNATS_HTTP_INSECURE", "0")],
+    ];
+    for env in cases {
+        let mut gateway = Gateway::spawn(&server.url, &[], env);
+        let status = gateway
+            .wait_exit(std::time::Duration::from_secs(10))
+            .await
+            .expect("the gateway refuses to start");
+        assert!(!status.success(), "{env:?}: {status}");
+        let log = gateway.log.text();
+        for setting in ["DAGNATS_HTTP_TOKEN", "--http-token", "--http-insecure"] {
+            assert!(log.contains(setting), "{env:?}: names {setting}: {log}");
+        }
+        assert!(!log.contains("HTTP listening"), "{env:?}: {log}");
+    }
+}
+
+#[tokio::test]
+async fn a_non_loopback_address_with_a_write_token_starts_and_asks_for_it() {
+    let (_server, _gateway, http) =
+        gateway_with(&[ANY_ADDRESS, ("DAGNATS_HTTP_TOKEN", WRITE)]).await;
+    let missing = http.post("/v1/leases/k/acquire", acquire_body()).await;
+    assert_error(&missing, 401, "unauthorized");
+    let ok = http
+        .with_token(WRITE)
+        .post("/v1/leases/k/acquire", acquire_body())
+        .await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+}
+
+#[tokio::test]
+async fn http_insecure_serves_a_non_loopback_address_without_a_token() {
+    let server = NatsServer::start().await;
+    type Way<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+    let ways: [Way; 2] = [
+        (&["--http-insecure"], &[ANY_ADDRESS]),
+        (&[], &[ANY_ADDRESS, ("DAGNATS_HTTP_INSECURE", "1")]),
+    ];
+    for (i, (args, env)) in ways.into_iter().enumerate() {
+        let gateway = Gateway::start_with(&server.url, args, env).await;
+        let http = Http::of(&gateway).await;
+        let key = format!("/v1/leases/open-{i}/acquire");
+        let ok = http.post(&key, acquire_body()).await;
+        assert_eq!(ok.status, 200, "{args:?} {env:?}: {}", ok.body);
+    }
+}
+
 #[tokio::test]
 async fn healthz_and_readyz_answer_200_when_ready() {
     let s = Setup::start().await;

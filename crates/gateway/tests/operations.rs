@@ -9,7 +9,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use common::lease_ops::{acquire, release, renew};
-use common::{Gateway, NatsServer, ServerOptions, call};
+use common::{Gateway, Http, NatsServer, ServerOptions, call};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -42,7 +42,7 @@ async fn the_documented_permissions_let_a_gateway_and_a_holder_do_their_work() {
         ..ServerOptions::default()
     })
     .await;
-    let _gateway = Gateway::start_with(
+    let gateway = Gateway::start_with(
         &server.url,
         &[],
         &[
@@ -103,6 +103,13 @@ async fn the_documented_permissions_let_a_gateway_and_a_holder_do_their_work() {
             .as_str(),
         "acquired"
     );
+
+    // Discovery: the gateway answers $SRV.PING and pings for /v1/cluster.
+    let view = Http::of(&gateway).await.get("/v1/cluster").await.body;
+    let gateways = view["gateways"].as_array().unwrap();
+    assert_eq!(gateways.len(), 1, "{view}");
+    assert_eq!(gateways[0]["id"], view["gateway"]["id"], "{view}");
+    assert!(view["stream"]["leader"].is_string(), "{view}");
 
     // A holder cannot write the bucket behind the gateway's back.
     holder

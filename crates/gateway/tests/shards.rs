@@ -56,7 +56,8 @@ async fn converged(
     };
     eventually("the members to converge", Duration::from_secs(20), || {
         let now = owned(members);
-        async move { (now == expected).then_some(now) }
+        let done = now == expected;
+        async move { done.then_some(now) }
     })
     .await
 }
@@ -89,7 +90,10 @@ async fn members_split_the_shards_floor_or_ceil_each_and_every_shard_once() {
     for (name, w) in &members {
         for (shard, fence) in w.borrow().fences() {
             let reply = s
-                .call("owner", serde_json::json!({"key": format!("split-{shard}")}))
+                .call(
+                    "owner",
+                    serde_json::json!({"key": format!("split-{shard}")}),
+                )
                 .await;
             assert_eq!(reply["holder"], *name, "{reply}");
             assert!(reply["revision"].as_u64().unwrap() >= fence, "{reply}");
@@ -116,7 +120,10 @@ async fn a_join_moves_only_the_shards_it_must_and_a_graceful_leave_hands_over() 
     assert_eq!(after["j-c"].len(), 4, "{after:?}");
     // The newcomer's 4 must move; a shift between the others is allowed
     // only as far as the assignment's own bound.
-    assert!((4..=6).contains(&moved), "moved {moved}: {before:?} -> {after:?}");
+    assert!(
+        (4..=6).contains(&moved),
+        "moved {moved}: {before:?} -> {after:?}"
+    );
 
     // c leaves gracefully: every one of its shards changes hands by a
     // transfer (an `acquired` change naming the new holder), not by expiry.
@@ -173,7 +180,9 @@ async fn a_crashed_member_drops_out_by_ttl_and_its_shards_are_taken() {
     let url = s.server.url.clone();
     let mut crashing = command(
         &url,
-        &["shards", "crash", "--count", "6", "--holder", "x-dead", "--ttl-ms", "3000", "--json"],
+        &[
+            "shards", "crash", "--count", "6", "--holder", "x-dead", "--ttl-ms", "3000", "--json",
+        ],
     )
     .stdout(std::process::Stdio::null())
     .spawn()
@@ -183,14 +192,21 @@ async fn a_crashed_member_drops_out_by_ttl_and_its_shards_are_taken() {
     let expected = {
         let mut split: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
         for (shard, index) in assign(6, &names).into_iter().enumerate() {
-            split.entry(names[index].clone()).or_default().insert(shard as u32);
+            split
+                .entry(names[index].clone())
+                .or_default()
+                .insert(shard as u32);
         }
         split
     };
-    eventually("both members to hold their shards", Duration::from_secs(20), || {
-        let (client, expected) = (client.clone(), expected.clone());
-        async move { (lease_split(&client, "crash").await == expected).then_some(()) }
-    })
+    eventually(
+        "both members to hold their shards",
+        Duration::from_secs(20),
+        || {
+            let (client, expected) = (client.clone(), expected.clone());
+            async move { (lease_split(&client, "crash").await == expected).then_some(()) }
+        },
+    )
     .await;
     crashing.kill().unwrap(); // kill -9: no hand-over
     crashing.wait().unwrap();
@@ -204,7 +220,9 @@ async fn the_cli_prints_the_owned_set_and_hands_over_on_sigterm() {
     let url = s.server.url.clone();
     let mut child = command(
         &url,
-        &["shards", "cli", "--count", "4", "--holder", "c-one", "--ttl-ms", "3000", "--json"],
+        &[
+            "shards", "cli", "--count", "4", "--holder", "c-one", "--ttl-ms", "3000", "--json",
+        ],
     )
     .stdout(std::process::Stdio::piped())
     .spawn()
@@ -218,14 +236,18 @@ async fn the_cli_prints_the_owned_set_and_hands_over_on_sigterm() {
             .collect::<Vec<String>>()
     });
     let client = LeaseClient::new(s.client.clone());
-    eventually("the CLI member to own all 4 shards", Duration::from_secs(15), || {
-        let client = client.clone();
-        async move {
-            let list = client.list("cli-", None, None).await.ok()?;
-            let held = list.leases.iter().filter(|l| l.holder == "c-one").count();
-            (held == 5).then_some(())
-        }
-    })
+    eventually(
+        "the CLI member to own all 4 shards",
+        Duration::from_secs(15),
+        || {
+            let client = client.clone();
+            async move {
+                let list = client.list("cli-", None, None).await.ok()?;
+                let held = list.leases.iter().filter(|l| l.holder == "c-one").count();
+                (held == 5).then_some(())
+            }
+        },
+    )
     .await;
     let other = member(&client, "cli", 4, "c-two");
     let status = std::process::Command::new("kill")
@@ -247,7 +269,10 @@ async fn the_cli_prints_the_owned_set_and_hands_over_on_sigterm() {
         .find(|v| v["owned"] == serde_json::json!([0, 1, 2, 3]))
         .expect("a line with all four shards");
     for i in 0..4 {
-        assert!(full["fences"][i.to_string()].as_u64().unwrap() > 0, "{full}");
+        assert!(
+            full["fences"][i.to_string()].as_u64().unwrap() > 0,
+            "{full}"
+        );
     }
     let last: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
     assert_eq!(last["owned"], serde_json::json!([]));

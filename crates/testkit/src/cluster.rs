@@ -77,6 +77,12 @@ impl Node {
             .unwrap_or_else(|| panic!("{} did not start:\n{}", self.name, self.log.text()));
     }
 
+    /// The current process's id, if it runs: the benchmark reads each
+    /// node's CPU time from `/proc/<pid>`.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Whether the process runs (it may be paused).
     pub fn is_up(&self) -> bool {
         self.child.is_some()

@@ -3,7 +3,7 @@
 //! `/readyz`.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -26,10 +26,12 @@ const GATEWAY_ENV: &[&str] = &[
     "DAGNATS_LOG_FORMAT",
     "DAGNATS_HTTP_ADDR",
     "DAGNATS_HTTP_TOKEN",
+    "DAGNATS_HTTP_INSECURE",
     "DAGNATS_HTTP_READ_TOKEN",
     "DAGNATS_HTTP_CORS_ORIGINS",
     "DAGNATS_SSE_HEARTBEAT_MS",
     "DAGNATS_SSE_BUFFER",
+    "DAGNATS_SHUTDOWN_GRACE_MS",
 ];
 
 /// How to start the gateway: a program and the arguments before `serve`'s
@@ -101,13 +103,7 @@ impl Gateway {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
-        let http_addr = env
-            .iter()
-            .find(|(name, _)| *name == "DAGNATS_HTTP_ADDR")
-            .map_or_else(
-                || format!("127.0.0.1:{}", free_port()),
-                |(_, addr)| addr.to_string(),
-            );
+        let (listen, http_addr) = http_addresses(env);
         let mut cmd = Command::new(&program.path);
         for name in GATEWAY_ENV {
             cmd.env_remove(name);
@@ -116,8 +112,8 @@ impl Gateway {
             .args(args)
             .env("NATS_URL", url)
             .env("DAGNATS_LOG", "info")
-            .env("DAGNATS_HTTP_ADDR", &http_addr)
             .envs(env.iter().copied())
+            .env("DAGNATS_HTTP_ADDR", &listen)
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("starting dagnats-leases");
@@ -221,6 +217,33 @@ pub fn command(url: &str, args: &[&str]) -> Command {
     }
     cmd.args(args).env("NATS_URL", url);
     cmd
+}
+
+/// Where the gateway listens and where a client reaches it: a free
+/// loopback port, or the test's `DAGNATS_HTTP_ADDR` with port 0 replaced by
+/// a free one (so the port is known up front) and an unspecified address
+/// reached on loopback.
+fn http_addresses(env: &[(&str, &str)]) -> (String, String) {
+    let given = env
+        .iter()
+        .find(|(name, _)| *name == "DAGNATS_HTTP_ADDR")
+        .and_then(|(_, addr)| addr.parse::<SocketAddr>().ok());
+    let Some(mut listen) = given else {
+        let addr = format!("127.0.0.1:{}", free_port());
+        return (addr.clone(), addr);
+    };
+    if listen.port() == 0 {
+        listen.set_port(free_port());
+    }
+    let mut reach = listen;
+    if reach.ip().is_unspecified() {
+        reach.set_ip(if reach.is_ipv4() {
+            Ipv4Addr::LOCALHOST.into()
+        } else {
+            Ipv6Addr::LOCALHOST.into()
+        });
+    }
+    (listen.to_string(), reach.to_string())
 }
 
 /// The status `GET /readyz` answers on `addr`, or `None` if nothing does.

@@ -10,7 +10,9 @@
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::names::{CHANGED_PREFIX, HEADER_MARKER_REASON, HEADER_SEQUENCE, HEADER_TIMESTAMP};
+use crate::names::{
+    CHANGED_PREFIX, HEADER_MARKER_REASON, HEADER_PREVIOUS_HOLDER, HEADER_SEQUENCE, HEADER_TIMESTAMP,
+};
 use crate::record::{Entry, decode_entry};
 use crate::reply::Lease;
 use crate::timefmt;
@@ -43,7 +45,8 @@ impl ChangeKind {
     }
 }
 
-/// One change of one key.
+/// One change of one key, as a message on `dagnats.lease.changed.<key>`
+/// says it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChangeEvent {
@@ -57,6 +60,10 @@ pub struct ChangeEvent {
     /// The lease, for acquired and renewed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease: Option<Lease>,
+    /// For an `acquired` written by a transfer: the holder the lease was
+    /// handed over from (its tenure ended at this revision).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_holder: Option<String>,
 }
 
 /// Why a message on the change subjects is not a change event.
@@ -103,6 +110,7 @@ impl ChangeEvent {
                 },
                 holder: Some(record.holder.clone()),
                 lease: Some(record.lease(&key, revision, Some(stored_at))),
+                previous_holder: header(HEADER_PREVIOUS_HOLDER).map(str::to_string),
                 key,
                 revision,
             },
@@ -114,6 +122,7 @@ impl ChangeEvent {
                 },
                 holder: released.map(|r| r.holder),
                 lease: None,
+                previous_holder: None,
                 key,
                 revision,
             },
@@ -149,6 +158,25 @@ mod tests {
         let change = ChangeEvent::decode("dagnats.lease.changed.k", headers(&purge), body).unwrap();
         assert_eq!(change.event, ChangeKind::Released);
         assert_eq!(change.holder.as_deref(), Some("h"));
+    }
+
+    #[test]
+    fn a_transfer_is_acquired_and_names_the_previous_holder() {
+        let body = br#"{"v":1,"holder":"b","ttl_ms":1000,"acquired_at":"2026-10-18T12:00:00Z","written_at":"2026-10-18T12:00:00Z","prev":7,"previous_holder":"a"}"#;
+        let transfer = [
+            (HEADER_SEQUENCE, "8"),
+            (HEADER_EVENT, "acquired"),
+            (HEADER_PREVIOUS_HOLDER, "a"),
+        ];
+        let change =
+            ChangeEvent::decode("dagnats.lease.changed.k", headers(&transfer), body).unwrap();
+        assert_eq!(change.event, ChangeKind::Acquired);
+        assert_eq!(change.holder.as_deref(), Some("b"));
+        assert_eq!(change.previous_holder.as_deref(), Some("a"));
+        let acquire = [(HEADER_SEQUENCE, "8"), (HEADER_EVENT, "acquired")];
+        let change =
+            ChangeEvent::decode("dagnats.lease.changed.k", headers(&acquire), body).unwrap();
+        assert_eq!(change.previous_holder, None);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! - [`kind`]: the error kinds with their HTTP statuses, and the error body.
 //! - [`record`]: the versioned record a key holds in the bucket.
 //! - [`change`]: decoding the change events republished for every write.
+//! - [`service`]: the NATS services framework's discovery replies (ADR-32).
 //! - [`timefmt`]: RFC 3339 timestamps in UTC.
 //!
 //! serde only; with the feature `openapi`, the types also carry utoipa
@@ -25,6 +26,7 @@ pub mod reply;
 pub mod request;
 #[cfg(feature = "openapi")]
 mod schema;
+pub mod service;
 pub mod timefmt;
 
 pub use change::{ChangeEvent, ChangeKind};

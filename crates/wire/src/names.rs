@@ -34,6 +34,12 @@ pub const SUBJECT_RELEASE: &str = "api.leases.release";
 pub const SUBJECT_OWNER: &str = "api.leases.owner";
 /// "api.leases.forward sends a request to whichever process holds a key."
 pub const SUBJECT_FORWARD: &str = "api.leases.forward";
+/// Every held lease, a page at a time (contract.md section 7), so a
+/// NATS-only service can see who holds what.
+pub const SUBJECT_LIST: &str = "api.leases.list";
+/// Hands a held lease to another holder in one compare-and-set write
+/// (contract.md section 7): a new tenure with no gap after the old one.
+pub const SUBJECT_TRANSFER: &str = "api.leases.transfer";
 
 /// "dagnats ... makes a NATS request to dagnats.lease.inbox.<holder>.<key>".
 pub const INBOX_PREFIX: &str = "dagnats.lease.inbox";
@@ -69,6 +75,10 @@ pub const HEADER_LAST_EVENT_ID: &str = "Last-Event-ID";
 /// Names why a record was written: `acquired`, `renewed` or `released`.
 pub const HEADER_EVENT: &str = "Dagnats-Lease-Event";
 
+/// On a transfer's write (an `acquired` event): the holder the lease was
+/// taken from, so a subscriber tells a hand-over from a fresh acquire.
+pub const HEADER_PREVIOUS_HOLDER: &str = "Dagnats-Lease-Previous-Holder";
+
 /// The JetStream compare-and-set header: the write lands only if the key's
 /// last sequence (the fence) is this one.
 pub const HEADER_EXPECTED_SEQ: &str = "Nats-Expected-Last-Subject-Sequence";
@@ -97,4 +107,47 @@ pub fn inbox_subject(holder: &str, key: &str) -> String {
 /// Subject of the record for `key`.
 pub fn key_subject(key: &str) -> String {
     format!("$KV.{BUCKET}.{key}")
+}
+
+/// "Five request/reply subjects belong to the dagnats-api service": every
+/// gateway is one instance of this NATS service (ADR-32).
+pub const SERVICE_NAME: &str = "dagnats-api";
+
+/// What `$SRV.INFO` says the service is.
+pub const SERVICE_DESCRIPTION: &str = "dagnats-leases gateway: leases over NATS request/reply, kept in the JetStream KV bucket leases";
+
+/// ADR-32's discovery prefix: `$SRV.<verb>[.<name>[.<id>]]`.
+pub const SERVICE_PREFIX: &str = "$SRV";
+
+/// ADR-32: a failed call's error sentence, "a string describing the error
+/// that could be shown to the user".
+pub const HEADER_SERVICE_ERROR: &str = "Nats-Service-Error";
+
+/// ADR-32: a failed call's code, "always safe to parse as a number"; ours
+/// is the HTTP status of the error's kind.
+pub const HEADER_SERVICE_ERROR_CODE: &str = "Nats-Service-Error-Code";
+
+/// The `type` of a `$SRV.PING` reply (ADR-32).
+pub const SERVICE_PING_TYPE: &str = "io.nats.micro.v1.ping_response";
+/// The `type` of a `$SRV.INFO` reply (ADR-32).
+pub const SERVICE_INFO_TYPE: &str = "io.nats.micro.v1.info_response";
+/// The `type` of a `$SRV.STATS` reply (ADR-32).
+pub const SERVICE_STATS_TYPE: &str = "io.nats.micro.v1.stats_response";
+
+/// ADR-32's verbs: discovery, the instance and its endpoints, their stats.
+pub const SERVICE_VERB_PING: &str = "PING";
+/// See [`SERVICE_VERB_PING`].
+pub const SERVICE_VERB_INFO: &str = "INFO";
+/// See [`SERVICE_VERB_PING`].
+pub const SERVICE_VERB_STATS: &str = "STATS";
+
+/// The three subjects an instance answers `verb` on (one of the
+/// `SERVICE_VERB_*`): every service, every instance of [`SERVICE_NAME`], and this
+/// instance `id`.
+pub fn service_subjects(verb: &str, id: &str) -> [String; 3] {
+    [
+        format!("{SERVICE_PREFIX}.{verb}"),
+        format!("{SERVICE_PREFIX}.{verb}.{SERVICE_NAME}"),
+        format!("{SERVICE_PREFIX}.{verb}.{SERVICE_NAME}.{id}"),
+    ]
 }

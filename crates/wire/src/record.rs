@@ -60,6 +60,12 @@ pub struct LeaseRecord {
     #[serde(with = "timefmt")]
     pub written_at: OffsetDateTime,
     pub prev: u64,
+    /// A transfer wrote it, taking the lease from this holder at `prev`: a
+    /// transfer retried after a lost reply finds its own write by the two.
+    /// Absent from every other record (and from records of gateways that
+    /// predate transfer), so the version stays 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_holder: Option<String>,
 }
 
 impl LeaseRecord {
@@ -211,6 +217,7 @@ mod tests {
             acquired_at: AT,
             written_at: AT,
             prev: 0,
+            previous_holder: None,
         };
         let body = serde_json::to_vec(&record).unwrap();
         let entry = decode_entry(3, AT, headers(&[(HEADER_EVENT, "acquired")]), &body).unwrap();
@@ -223,6 +230,28 @@ mod tests {
                 stored_at: AT
             }
         );
+    }
+
+    #[test]
+    fn a_record_without_a_previous_holder_still_reads_and_one_with_it_round_trips() {
+        let old = br#"{"v":1,"holder":"h","ttl_ms":1000,"acquired_at":"2026-10-18T12:00:00Z","written_at":"2026-10-18T12:00:00Z","prev":0}"#;
+        let Ok(Entry::Held { record, .. }) =
+            decode_entry(3, AT, headers(&[(HEADER_EVENT, "acquired")]), old)
+        else {
+            panic!("a version-1 record without previous_holder reads")
+        };
+        assert_eq!(record.previous_holder, None);
+        let moved = LeaseRecord {
+            previous_holder: Some("a".into()),
+            ..record
+        };
+        let body = serde_json::to_vec(&moved).unwrap();
+        let Ok(Entry::Held { record, .. }) =
+            decode_entry(4, AT, headers(&[(HEADER_EVENT, "acquired")]), &body)
+        else {
+            panic!("a transfer record reads")
+        };
+        assert_eq!(record, moved);
     }
 
     #[test]

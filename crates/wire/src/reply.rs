@@ -7,11 +7,16 @@ use time::OffsetDateTime;
 use crate::request::Payload;
 use crate::timefmt;
 
-/// Reply to list: every held lease, ordered by key.
+/// Reply to list: held leases, ordered by key, each as owner reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LeaseList {
     pub leases: Vec<Lease>,
+    /// The last key of this page when more leases follow (pass it back as
+    /// `after`); null when this page reaches the end.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub next: Option<String>,
 }
 
 /// A held lease, as acquire, renew and owner report it.

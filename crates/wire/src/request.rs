@@ -114,7 +114,7 @@ macro_rules! from_whole_number {
         }
     )*};
 }
-from_whole_number!(Ttl, Revision, ForwardTimeout);
+from_whole_number!(Ttl, Revision, ForwardTimeout, ListLimit);
 
 /// A lease TTL: whole seconds from 1 s to 10 min. The server truncates a
 /// message TTL to whole seconds, so anything else is refused, not rounded.
@@ -403,14 +403,122 @@ impl KeyPrefix {
     }
 }
 
-/// List the held leases, optionally only keys starting with `prefix`.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// The most leases one list reply may be asked for.
+pub const MAX_LIST_LIMIT: u64 = 5_000;
+/// How many leases `api.leases.list` answers when `limit` is absent.
+pub const DEFAULT_LIST_LIMIT: u64 = 1_000;
+
+/// How many leases one list reply may carry: 1 to 5000.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "WholeNumber", into = "u64")]
+pub struct ListLimit(u64);
+
+impl TryFrom<u64> for ListLimit {
+    type Error = String;
+    fn try_from(value: u64) -> Result<Self, String> {
+        if !(1..=MAX_LIST_LIMIT).contains(&value) {
+            return Err(format!(
+                "limit must be a whole number from 1 to {MAX_LIST_LIMIT}, got {value}"
+            ));
+        }
+        Ok(ListLimit(value))
+    }
+}
+
+impl From<ListLimit> for u64 {
+    fn from(limit: ListLimit) -> u64 {
+        limit.0
+    }
+}
+
+impl ListLimit {
+    /// The NATS default, [`DEFAULT_LIST_LIMIT`].
+    pub const DEFAULT: ListLimit = ListLimit(DEFAULT_LIST_LIMIT);
+
+    /// The limit as a count.
+    pub fn get(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// List the held leases, ordered by key: optionally only keys starting
+/// with `prefix`, only keys after `after` (a previous reply's `next`), at
+/// most `limit` of them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::IntoParams))]
 #[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
 pub struct ListRequest {
     /// Only keys starting with this prefix.
     #[serde(default, deserialize_with = "null_as_default")]
     pub prefix: KeyPrefix,
+    /// Only keys sorting after this one: the `next` of the previous page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<LeaseKey>,
+    /// At most this many leases (1 to 5000). Over NATS the default is
+    /// 1000; over HTTP, without it, every lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<ListLimit>,
+}
+
+/// `api.leases.transfer`: `holder`, holding the key at `revision`, hands it
+/// to `to` for `ttl_ms` from now, in one compare-and-set write.
+///
+/// Over HTTP the key is the path's and the body holds the other fields.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(try_from = "TransferFields")]
+pub struct TransferRequest {
+    #[cfg_attr(feature = "openapi", schema(ignore))]
+    pub key: LeaseKey,
+    /// The current holder.
+    pub holder: HolderId,
+    /// The current holder's fence.
+    pub revision: Revision,
+    /// The new holder; not `holder` itself.
+    pub to: HolderId,
+    pub ttl_ms: Ttl,
+}
+
+/// A transfer's fields before the rule that spans two of them.
+#[derive(Deserialize)]
+struct TransferFields {
+    key: LeaseKey,
+    holder: HolderId,
+    revision: Revision,
+    to: HolderId,
+    ttl_ms: Ttl,
+}
+
+impl TryFrom<TransferFields> for TransferRequest {
+    type Error = String;
+    fn try_from(f: TransferFields) -> Result<Self, String> {
+        TransferRequest::new(f.key, f.holder, f.revision, f.to, f.ttl_ms)
+    }
+}
+
+impl TransferRequest {
+    /// A transfer from `holder` to `to`, which must be another holder.
+    pub fn new(
+        key: LeaseKey,
+        holder: HolderId,
+        revision: Revision,
+        to: HolderId,
+        ttl_ms: Ttl,
+    ) -> Result<Self, String> {
+        if to == holder {
+            return Err(format!(
+                "to must name another holder than holder, got {:?} for both",
+                to.as_str()
+            ));
+        }
+        Ok(TransferRequest {
+            key,
+            holder,
+            revision,
+            to,
+            ttl_ms,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -475,6 +583,52 @@ mod tests {
         );
         let msg = invalid::<ForwardRequest>(r#"{"key":"k","payload":"%%%"}"#);
         assert!(msg.contains("not base64"), "{msg}");
+    }
+
+    #[test]
+    fn list_limit_is_a_whole_number_from_1_to_5000() {
+        for bad in ["0", "5001"] {
+            let msg = invalid::<ListRequest>(&format!(r#"{{"limit":{bad}}}"#));
+            assert!(
+                msg.contains("limit must be a whole number from 1 to 5000"),
+                "{msg}"
+            );
+        }
+        for bad in ["1.5", "\"x\"", "-1", "[]"] {
+            invalid::<ListRequest>(&format!(r#"{{"limit":{bad}}}"#));
+        }
+        for (body, limit) in [
+            ("{}", None),
+            (r#"{"limit":null}"#, None),
+            (r#"{"limit":5000}"#, Some(5_000)),
+        ] {
+            let req: ListRequest = decode(body.as_bytes()).unwrap();
+            assert_eq!(req.limit.map(ListLimit::get), limit, "{body}");
+        }
+    }
+
+    #[test]
+    fn list_after_follows_the_key_rules() {
+        for bad in [r#""""#, r#""a.b""#, "7"] {
+            invalid::<ListRequest>(&format!(r#"{{"after":{bad}}}"#));
+        }
+        let req: ListRequest = decode(br#"{"after":"k-1"}"#).unwrap();
+        assert_eq!(req.after.unwrap().as_str(), "k-1");
+    }
+
+    #[test]
+    fn transfer_to_the_holder_itself_is_invalid() {
+        let msg = invalid::<TransferRequest>(
+            r#"{"key":"k","holder":"a","revision":3,"to":"a","ttl_ms":1000}"#,
+        );
+        assert!(msg.contains("to must name another holder"), "{msg}");
+        let msg = invalid::<TransferRequest>(
+            r#"{"key":"k","holder":"a","revision":0,"to":"b","ttl_ms":1000}"#,
+        );
+        assert!(msg.contains("revision"), "{msg}");
+        let req: TransferRequest =
+            decode(br#"{"key":"k","holder":"a","revision":3,"to":"b","ttl_ms":1000}"#).unwrap();
+        assert_eq!((req.to.as_str(), req.revision.get()), ("b", 3));
     }
 
     #[test]

@@ -6,8 +6,9 @@ use utoipa::openapi::{RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
 
 use crate::request::{
-    ForwardTimeout, HolderId, KeyPrefix, LeaseKey, MAX_FORWARD_TIMEOUT_MS, MAX_NAME_LEN,
-    MAX_TTL_MS, MIN_FORWARD_TIMEOUT_MS, MIN_TTL_MS, Payload, Revision, Ttl,
+    ForwardTimeout, HolderId, KeyPrefix, LeaseKey, ListLimit, MAX_FORWARD_TIMEOUT_MS,
+    MAX_LIST_LIMIT, MAX_NAME_LEN, MAX_TTL_MS, MIN_FORWARD_TIMEOUT_MS, MIN_TTL_MS, Payload,
+    Revision, Ttl,
 };
 
 /// The OpenAPI schema of a key or holder id (same rule as the decoders).
@@ -94,6 +95,21 @@ impl PartialSchema for ForwardTimeout {
     }
 }
 impl ToSchema for ForwardTimeout {}
+
+impl PartialSchema for ListLimit {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .minimum(Some(1f64))
+            .maximum(Some(MAX_LIST_LIMIT as f64))
+            .description(Some(
+                "At most this many leases (1 to 5000); over HTTP without it, every lease.",
+            ))
+            .into()
+    }
+}
+impl ToSchema for ListLimit {}
 
 impl PartialSchema for Payload {
     fn schema() -> RefOr<Schema> {

@@ -206,7 +206,9 @@ impl Member {
         let view = self.view().await?;
         let assignment = assign(self.opts.count, &view.members);
         for shard in 0..self.opts.count {
-            let assigned = assignment.get(shard as usize).map(|&i| view.members[i].as_str());
+            let assigned = assignment
+                .get(shard as usize)
+                .map(|&i| view.members[i].as_str());
             let lease = view.shards.get(&shard);
             self.settle(shard, assigned, lease).await;
         }
@@ -229,10 +231,7 @@ impl Member {
             // Ours: renew it (this also takes over a shard a transfer gave
             // us: it counts as ours only once that renew lands).
             (Some(lease), _) => {
-                let tenure = self
-                    .owned
-                    .get(&shard)
-                    .map_or(lease.revision, |t| t.tenure);
+                let tenure = self.owned.get(&shard).map_or(lease.revision, |t| t.tenure);
                 self.renew(shard, &key, lease.revision, tenure).await;
             }
             // Free and ours to take.
@@ -258,7 +257,11 @@ impl Member {
 
     async fn acquire(&mut self, shard: u32, key: &str) {
         let started = Instant::now();
-        match self.client.acquire(key, &self.opts.holder, self.opts.ttl).await {
+        match self
+            .client
+            .acquire(key, &self.opts.holder, self.opts.ttl)
+            .await
+        {
             Ok(Grant {
                 granted: true,
                 lease,

@@ -8,7 +8,7 @@ use dagnats_leases_wire::kind::{ErrorBody, Kind};
 
 /// A failed lease call, one variant per wire `kind` of contract.md section 4.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LeaseError {
+pub(crate) enum LeaseError {
     /// `invalid`: the body is not JSON, or a field is missing, mistyped or
     /// out of bounds.
     #[error("{0}")]
@@ -26,6 +26,11 @@ pub enum LeaseError {
     /// sentence is generic; the cause went to the log.
     #[error("internal error; the gateway log has the details")]
     Internal,
+    /// `internal` too: the call was still running when the gateway's
+    /// shutdown grace ran out ("dagnats stopping mid-call is internal").
+    /// Its outcome is unknown, as after any `internal`.
+    #[error("the gateway is stopping; the call may or may not have taken effect")]
+    Stopping,
     /// `not_held` (forward): nobody holds the key.
     #[error("nobody holds {0}")]
     NotHeld(String),
@@ -66,16 +71,16 @@ pub enum LeaseError {
 
 /// A failed forward: the error, and the owner dagnats last tried, if any.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ForwardError {
-    pub error: LeaseError,
-    pub tried: Option<Tried>,
+pub(crate) struct ForwardError {
+    pub(crate) error: LeaseError,
+    pub(crate) tried: Option<Tried>,
 }
 
 /// An owner a forward was sent to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tried {
-    pub holder: String,
-    pub revision: u64,
+pub(crate) struct Tried {
+    pub(crate) holder: String,
+    pub(crate) revision: u64,
 }
 
 impl From<dagnats_leases_wire::request::Invalid> for LeaseError {
@@ -110,7 +115,7 @@ impl From<ForwardError> for ErrorBody {
 
 impl ForwardError {
     /// The wire body, with `holder` and `revision` of the owner last tried.
-    pub fn body(&self) -> ErrorBody {
+    pub(crate) fn body(&self) -> ErrorBody {
         let mut body = self.error.body();
         if let Some(tried) = &self.tried {
             body.holder = Some(tried.holder.clone());
@@ -123,13 +128,13 @@ impl ForwardError {
 impl LeaseError {
     /// The wire `kind`; its HTTP status comes with it
     /// ([`Kind::http_status`]).
-    pub fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> Kind {
         match self {
             LeaseError::Invalid(_) => Kind::Invalid,
             LeaseError::Lost(_) => Kind::Lost,
             LeaseError::Unsupported { .. } => Kind::Unsupported,
             LeaseError::Unavailable(_) => Kind::Unavailable,
-            LeaseError::Internal => Kind::Internal,
+            LeaseError::Internal | LeaseError::Stopping => Kind::Internal,
             LeaseError::NotHeld(_) => Kind::NotHeld,
             LeaseError::OwnerUnavailable(_) => Kind::OwnerUnavailable,
             LeaseError::OwnerTimeout(_) => Kind::OwnerTimeout,
@@ -144,19 +149,19 @@ impl LeaseError {
     }
 
     /// The HTTP status that goes with the kind (contract.md section 4).
-    pub fn http_status(&self) -> u16 {
+    pub(crate) fn http_status(&self) -> u16 {
         self.kind().http_status()
     }
 
     /// Logs `cause` and returns [`LeaseError::Internal`], so the cause is
     /// recorded exactly where it is hidden from the caller.
-    pub fn internal(cause: impl std::fmt::Display) -> Self {
+    pub(crate) fn internal(cause: impl std::fmt::Display) -> Self {
         tracing::error!(%cause, "internal error");
         LeaseError::Internal
     }
 
     /// The wire body of this error.
-    pub fn body(&self) -> ErrorBody {
+    pub(crate) fn body(&self) -> ErrorBody {
         ErrorBody {
             error: self.to_string(),
             kind: self.kind(),

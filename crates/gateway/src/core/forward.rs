@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::error::{ForwardError, LeaseError, Tried};
 use super::leases::LeaseCore;
-use crate::owner_hop::{HopOutcome, OwnerInbox};
+use super::ports::HopOutcome;
 use dagnats_leases_wire::record::Entry;
 use dagnats_leases_wire::reply::Forwarded;
 use dagnats_leases_wire::request::{ForwardRequest, Payload};
@@ -25,21 +25,21 @@ enum ReplyEncoding {
 }
 
 /// "A call makes at most 3 attempts."
-pub const MAX_ATTEMPTS: u32 = 3;
+pub(crate) const MAX_ATTEMPTS: u32 = 3;
 
 /// What the JSON reply adds around the base64 payload, besides key and holder.
 const REPLY_OVERHEAD: usize = 64;
 
 impl LeaseCore {
     /// Sends `req.payload` to the key's owner and returns its reply body.
-    pub async fn forward(&self, req: ForwardRequest) -> Result<Forwarded, ForwardError> {
+    pub(crate) async fn forward(&self, req: ForwardRequest) -> Result<Forwarded, ForwardError> {
         self.forward_as(req, ReplyEncoding::Base64).await
     }
 
     /// [`forward`](Self::forward) for a caller that takes the owner's reply
     /// as raw bytes (HTTP's raw mode): no base64 on the way back, so no
     /// `reply_too_large`; the reply already fit the owner hop.
-    pub async fn forward_raw(&self, req: ForwardRequest) -> Result<Forwarded, ForwardError> {
+    pub(crate) async fn forward_raw(&self, req: ForwardRequest) -> Result<Forwarded, ForwardError> {
         self.forward_as(req, ReplyEncoding::Raw).await
     }
 
@@ -68,7 +68,7 @@ impl LeaseCore {
             })
         };
         for attempt in 1..=MAX_ATTEMPTS {
-            let read = tokio::time::timeout_at(deadline, self.read(&bucket, key)).await;
+            let read = tokio::time::timeout_at(deadline, self.read(bucket, key)).await;
             let (holder, revision) = match read {
                 Err(_) => return Err(fail(out_of_time(not_processed), &tried)),
                 Ok(Err(err)) => return Err(fail(err, &tried)),
@@ -80,7 +80,7 @@ impl LeaseCore {
                 revision,
             });
             let size = req.payload.0.len();
-            if size + OwnerInbox::header_overhead(revision) > max_payload {
+            if size + self.inbox().overhead(revision) > max_payload {
                 return Err(fail(
                     LeaseError::PayloadTooLarge(format!(
                         "the payload of {size} bytes does not fit the server's max_payload of {max_payload} bytes"
@@ -160,13 +160,4 @@ fn times(n: u32) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::times;
-
-    #[test]
-    fn an_attempt_count_reads_as_english() {
-        assert_eq!(times(1), "once");
-        assert_eq!(times(2), "2 times");
-        assert_eq!(times(3), "3 times");
-    }
-}
+mod tests;

@@ -17,18 +17,18 @@ const CAPACITY: usize = 100_000;
 
 /// The parts of a lease record a renew or release needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Known {
-    pub revision: u64,
-    pub holder: String,
-    pub acquired_at: OffsetDateTime,
-    pub ttl_ms: u64,
+pub(crate) struct Known {
+    pub(crate) revision: u64,
+    pub(crate) holder: String,
+    pub(crate) acquired_at: OffsetDateTime,
+    pub(crate) ttl_ms: u64,
     /// The lease's expiry, never later than the server's.
-    pub expires_at: OffsetDateTime,
+    pub(crate) expires_at: OffsetDateTime,
 }
 
 impl Known {
     /// What `lease`, written at `revision`, tells.
-    pub fn of(revision: u64, lease: &dagnats_leases_wire::reply::Lease) -> Self {
+    pub(crate) fn of(revision: u64, lease: &dagnats_leases_wire::reply::Lease) -> Self {
         Known {
             revision,
             holder: lease.holder.clone(),
@@ -41,14 +41,14 @@ impl Known {
 
 /// Last known revision of each key.
 #[derive(Default)]
-pub struct KnownRevisions {
+pub(crate) struct KnownRevisions {
     by_key: Mutex<HashMap<String, Known>>,
 }
 
 impl KnownRevisions {
     /// Records that `key` is at `known.revision`, unless a later revision is
     /// already known.
-    pub fn remember(&self, key: &str, known: Known) {
+    pub(crate) fn remember(&self, key: &str, known: Known) {
         let mut map = self.by_key.lock().expect("poisoned");
         if let Some(current) = map.get_mut(key) {
             if current.revision < known.revision {
@@ -63,19 +63,19 @@ impl KnownRevisions {
     }
 
     /// What `key` holds at `revision`, if that is known.
-    pub fn at(&self, key: &str, revision: u64) -> Option<Known> {
+    pub(crate) fn at(&self, key: &str, revision: u64) -> Option<Known> {
         let map = self.by_key.lock().expect("poisoned");
         map.get(key).filter(|k| k.revision == revision).cloned()
     }
 
     /// Drops what is known of `key` (it was released).
-    pub fn forget(&self, key: &str) {
+    pub(crate) fn forget(&self, key: &str) {
         self.by_key.lock().expect("poisoned").remove(key);
     }
 
     /// Drops what is known of `key` if it is older than `revision` (the key
     /// was freed at `revision`; a later write may already be known).
-    pub fn forget_before(&self, key: &str, revision: u64) {
+    pub(crate) fn forget_before(&self, key: &str, revision: u64) {
         let mut map = self.by_key.lock().expect("poisoned");
         if map.get(key).is_some_and(|k| k.revision < revision) {
             map.remove(key);

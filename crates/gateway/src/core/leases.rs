@@ -9,8 +9,7 @@ use time::OffsetDateTime;
 
 use super::error::LeaseError;
 use super::known::{Known, KnownRevisions};
-use crate::owner_hop::OwnerInbox;
-use crate::store::{Availability, Bucket, Store, StoreError, Write};
+use super::ports::{Availability, OwnerHop, Records, StoreError, Write};
 use dagnats_leases_wire::record::{Entry, LeaseRecord, RECORD_VERSION, ReleaseRecord, WriteEvent};
 use dagnats_leases_wire::reply::{FreeKey, Grant, Lease, Owner, Released};
 use dagnats_leases_wire::request::{
@@ -24,17 +23,17 @@ const MAX_ROUNDS: usize = 4;
 
 /// The lease operations of the seed. Cheap to clone; every front shares one.
 #[derive(Clone)]
-pub struct LeaseCore {
-    store: Store,
-    inbox: OwnerInbox,
+pub(crate) struct LeaseCore {
+    records: Arc<dyn Records>,
+    inbox: Arc<dyn OwnerHop>,
     known: Arc<KnownRevisions>,
 }
 
 impl LeaseCore {
-    /// A core over `store` that forwards through `inbox`.
-    pub fn new(store: Store, inbox: OwnerInbox) -> Self {
+    /// A core over the bucket's `records` that forwards through `inbox`.
+    pub(crate) fn new(records: Arc<dyn Records>, inbox: Arc<dyn OwnerHop>) -> Self {
         LeaseCore {
-            store,
+            records,
             inbox,
             known: Arc::default(),
         }
@@ -42,32 +41,32 @@ impl LeaseCore {
 
     /// Whether calls can be served now: `Ok`, or the error every call
     /// would answer (`unavailable` or `unsupported`).
-    pub fn ready(&self) -> Result<(), LeaseError> {
+    pub(crate) fn ready(&self) -> Result<(), LeaseError> {
         self.bucket().map(|_| ())
     }
 
     /// Learns from a change event that `key` is at `revision`: `lease` is
     /// what was written there, or `None` when the key was freed. Another
     /// gateway's write then costs this one no extra read on the next renew.
-    pub fn observe(&self, key: &str, revision: u64, lease: Option<&Lease>) {
+    pub(crate) fn observe(&self, key: &str, revision: u64, lease: Option<&Lease>) {
         match lease {
             Some(lease) => self.known.remember(key, Known::of(revision, lease)),
             None => self.known.forget_before(key, revision),
         }
     }
 
-    pub(super) fn inbox(&self) -> &OwnerInbox {
-        &self.inbox
+    pub(super) fn inbox(&self) -> &dyn OwnerHop {
+        &*self.inbox
     }
 
     /// Grants the key if nobody holds it. The current holder asking again
     /// gets its lease back unchanged (same revision, TTL not extended), so
     /// a retry after a lost reply is safe.
-    pub async fn acquire(&self, req: AcquireRequest) -> Result<Grant, LeaseError> {
+    pub(crate) async fn acquire(&self, req: AcquireRequest) -> Result<Grant, LeaseError> {
         let bucket = self.bucket()?;
         let key = req.key.as_str();
         for _ in 0..MAX_ROUNDS {
-            let expected = match self.read(&bucket, key).await? {
+            let expected = match self.read(bucket, key).await? {
                 Some(Entry::Held {
                     seq,
                     record,
@@ -84,7 +83,7 @@ impl LeaseCore {
             let now = OffsetDateTime::now_utc();
             let record = lease_record(&req.holder, req.ttl_ms, now, now, expected);
             match self
-                .write_lease(&bucket, key, expected, WriteEvent::Acquired, &record)
+                .write_lease(bucket, key, expected, WriteEvent::Acquired, &record)
                 .await
             {
                 Ok(seq) => {
@@ -103,11 +102,11 @@ impl LeaseCore {
 
     /// Extends the lease to `ttl_ms` from now, if the caller holds it at
     /// `revision`. The reply carries the new fence; `acquired_at` stays.
-    pub async fn renew(&self, req: RenewRequest) -> Result<Grant, LeaseError> {
+    pub(crate) async fn renew(&self, req: RenewRequest) -> Result<Grant, LeaseError> {
         let bucket = self.bucket()?;
         let (key, revision) = (req.key.as_str(), req.revision.get());
         let lost = || lost(key, &req.holder, req.revision);
-        let (bucket_ref, req_ref, lost_ref) = (&bucket, &req, &lost);
+        let (bucket_ref, req_ref, lost_ref) = (bucket, &req, &lost);
         let write = move |held: Known| {
             let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
             async move {
@@ -150,17 +149,17 @@ impl LeaseCore {
             }
             _ => None,
         };
-        self.fenced(&bucket, key, &req.holder, req.revision, write, landed)
+        self.fenced(bucket, key, &req.holder, req.revision, write, landed)
             .await?
     }
 
     /// Frees the key under the same fence check as renew. A lease that
     /// already expired is `lost`.
-    pub async fn release(&self, req: ReleaseRequest) -> Result<Released, LeaseError> {
+    pub(crate) async fn release(&self, req: ReleaseRequest) -> Result<Released, LeaseError> {
         let bucket = self.bucket()?;
         let (key, holder, revision) = (req.key.as_str(), req.holder.as_str(), req.revision.get());
         let write = |held: Known| {
-            self.release_at(&bucket, key, holder, revision, held.ttl_ms, false)
+            self.release_at(bucket, key, holder, revision, held.ttl_ms, false)
                 .boxed()
         };
         // This very release already landed and its reply was lost.
@@ -179,7 +178,7 @@ impl LeaseCore {
             }
             _ => None,
         };
-        self.fenced(&bucket, key, &req.holder, req.revision, write, landed)
+        self.fenced(bucket, key, &req.holder, req.revision, write, landed)
             .await
     }
 
@@ -188,9 +187,9 @@ impl LeaseCore {
     /// writes and events (one round trip) or else read through the leader.
     /// A retry whose first write already landed gets `landed`'s answer;
     /// anything else is `lost`.
-    async fn fenced<'a, T>(
+    pub(super) async fn fenced<'a, T>(
         &self,
-        bucket: &Bucket,
+        bucket: &dyn Records,
         key: &str,
         holder: &HolderId,
         revision: Revision,
@@ -231,14 +230,14 @@ impl LeaseCore {
     /// Frees the key whoever holds it, with a new, higher fence: the
     /// operator's way out of a stuck lease. The holder's fence is stale
     /// everywhere afterwards, and a `released` event names it.
-    pub async fn revoke(&self, req: OwnerRequest) -> Result<Released, LeaseError> {
+    pub(crate) async fn revoke(&self, req: OwnerRequest) -> Result<Released, LeaseError> {
         let bucket = self.bucket()?;
         let key = req.key.as_str();
         for _ in 0..MAX_ROUNDS {
-            let Some(Entry::Held { seq, record, .. }) = self.read(&bucket, key).await? else {
+            let Some(Entry::Held { seq, record, .. }) = self.read(bucket, key).await? else {
                 return Err(LeaseError::NotHeld(key.to_string()));
             };
-            let revoked = self.release_at(&bucket, key, &record.holder, seq, record.ttl_ms, true);
+            let revoked = self.release_at(bucket, key, &record.holder, seq, record.ttl_ms, true);
             match revoked.await {
                 Err(StoreError::Conflict) => continue,
                 Err(err) => return Err(self.store_error(err)),
@@ -252,10 +251,10 @@ impl LeaseCore {
     }
 
     /// Who holds the key, read through the stream leader. No side effects.
-    pub async fn owner(&self, req: OwnerRequest) -> Result<Owner, LeaseError> {
+    pub(crate) async fn owner(&self, req: OwnerRequest) -> Result<Owner, LeaseError> {
         let bucket = self.bucket()?;
         let key = req.key.as_str();
-        Ok(match self.read(&bucket, key).await? {
+        Ok(match self.read(bucket, key).await? {
             Some(Entry::Held {
                 seq,
                 record,
@@ -271,7 +270,7 @@ impl LeaseCore {
 
     async fn renew_at(
         &self,
-        bucket: &Bucket,
+        bucket: &dyn Records,
         req: &RenewRequest,
         acquired_at: OffsetDateTime,
     ) -> Result<Grant, StoreError> {
@@ -295,7 +294,7 @@ impl LeaseCore {
     /// marker, so a released key never later looks expired.
     async fn release_at(
         &self,
-        bucket: &Bucket,
+        bucket: &dyn Records,
         key: &str,
         holder: &str,
         revision: u64,
@@ -313,6 +312,7 @@ impl LeaseCore {
             event: WriteEvent::Released,
             ttl_secs: ttl_ms / 1_000,
             body: serde_json::to_vec(&tombstone).expect("a record serializes"),
+            previous_holder: None,
         };
         let seq = bucket.write(key, revision, write).await?;
         self.known.forget(key);
@@ -327,7 +327,7 @@ impl LeaseCore {
 
     async fn write_lease(
         &self,
-        bucket: &Bucket,
+        bucket: &dyn Records,
         key: &str,
         expected: u64,
         event: WriteEvent,
@@ -337,6 +337,7 @@ impl LeaseCore {
             event,
             ttl_secs: record.ttl_ms / 1_000,
             body: serde_json::to_vec(record).expect("a record serializes"),
+            previous_holder: None,
         };
         let seq = bucket.write(key, expected, write).await?;
         self.remember(key, seq, record, None);
@@ -345,7 +346,7 @@ impl LeaseCore {
 
     pub(super) async fn read(
         &self,
-        bucket: &Bucket,
+        bucket: &dyn Records,
         key: &str,
     ) -> Result<Option<Entry>, LeaseError> {
         let entry = bucket
@@ -364,7 +365,7 @@ impl LeaseCore {
         Ok(entry)
     }
 
-    fn remember(
+    pub(super) fn remember(
         &self,
         key: &str,
         seq: u64,
@@ -375,9 +376,10 @@ impl LeaseCore {
         self.known.remember(key, Known::of(seq, &lease));
     }
 
-    pub(super) fn bucket(&self) -> Result<Bucket, LeaseError> {
-        match self.store.availability() {
-            Availability::Ready(bucket) => Ok(bucket),
+    /// The bucket, if calls can be served now.
+    pub(super) fn bucket(&self) -> Result<&dyn Records, LeaseError> {
+        match self.records.availability() {
+            Availability::Ready => Ok(&*self.records),
             Availability::Unsupported { server_version } => {
                 Err(LeaseError::Unsupported { server_version })
             }
@@ -394,7 +396,7 @@ impl LeaseCore {
                 LeaseError::Unavailable(format!("leases are unavailable: {reason}; retry later"))
             }
             StoreError::BucketMissing => {
-                self.store.request_repair();
+                self.records.request_repair();
                 LeaseError::Unavailable(
                     "the leases bucket is missing and is being created again; retry later".into(),
                 )
@@ -421,10 +423,11 @@ fn lease_record(
         acquired_at,
         written_at,
         prev,
+        previous_holder: None,
     }
 }
 
-fn lost(key: &str, holder: &HolderId, revision: Revision) -> LeaseError {
+pub(super) fn lost(key: &str, holder: &HolderId, revision: Revision) -> LeaseError {
     LeaseError::Lost(format!(
         "{} does not hold {key} at revision {}: it expired, was released, was taken, or the revision is stale",
         holder.as_str(),
@@ -437,10 +440,13 @@ fn lost(key: &str, holder: &HolderId, revision: Revision) -> LeaseError {
 /// It also absorbs clock skew between this gateway and the server.
 const EXPIRY_MARGIN: Duration = Duration::from_millis(250);
 
-fn too_late(expires_at: OffsetDateTime) -> bool {
+pub(super) fn too_late(expires_at: OffsetDateTime) -> bool {
     OffsetDateTime::now_utc() + EXPIRY_MARGIN >= expires_at
 }
 
 fn contention(key: &str) -> LeaseError {
     LeaseError::Unavailable(format!("{key} changed on every attempt; retry later"))
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,60 +1,240 @@
-//! List: every held lease, each read through the stream leader.
+//! List: the held leases, ordered by key, each read through the stream
+//! leader, a page at a time: at most `limit` leases and, over NATS, never
+//! more bytes than the server's max_payload.
 
-use futures::{StreamExt, TryStreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 
 use super::error::LeaseError;
 use super::leases::LeaseCore;
+use super::ports::Records;
 use dagnats_leases_wire::change::ChangeKind;
 use dagnats_leases_wire::record::Entry;
 use dagnats_leases_wire::reply::{Lease, LeaseList};
-use dagnats_leases_wire::request::{KeyPrefix, ListRequest};
+use dagnats_leases_wire::request::{KeyPrefix, ListRequest, MAX_NAME_LEN};
 
 /// Keys read at once while listing.
 const READS_IN_FLIGHT: usize = 16;
 
+/// What bounds a list reply besides the request's own `limit`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ListBounds {
+    /// Leases per reply when the request names no `limit`; `None`: all.
+    pub(crate) default_limit: Option<usize>,
+    /// Bytes the encoded reply may take (a NATS server's max_payload).
+    pub(crate) max_bytes: Option<usize>,
+}
+
 impl LeaseCore {
-    /// Every held lease whose key starts with the prefix, ordered by key.
-    pub async fn list(&self, req: ListRequest) -> Result<LeaseList, LeaseError> {
-        let held = self.held(&req.prefix).await?;
-        Ok(LeaseList {
-            leases: held.into_iter().map(|(_, lease)| lease).collect(),
-        })
+    /// The held leases under the prefix and after `after`, ordered by key,
+    /// as many as the limit and `bounds` allow; `next` names the last one
+    /// when more follow.
+    pub(crate) async fn list(
+        &self,
+        req: ListRequest,
+        bounds: ListBounds,
+    ) -> Result<LeaseList, LeaseError> {
+        let limit = req.limit.map(|l| l.get()).or(bounds.default_limit);
+        let after = req.after.as_ref().map(|k| k.as_str());
+        let bucket = self.bucket()?;
+        let keys = self.keys_under(bucket, &req.prefix, after).await?;
+        let mut page = Page::new(limit, bounds.max_bytes);
+        let reads = self.read_held(bucket, keys);
+        futures::pin_mut!(reads);
+        while let Some(found) = reads.try_next().await? {
+            if let Some((_, lease)) = found
+                && !page.push(lease)
+            {
+                break;
+            }
+        }
+        page.finish()
     }
 
     /// Every held lease under `prefix` with the event that wrote its current
-    /// record (acquired or renewed), ordered by key. Keys come from the
-    /// leader's stream info; each is then read like `owner`, so a key freed
-    /// in between is simply left out.
-    pub async fn held(&self, prefix: &KeyPrefix) -> Result<Vec<(ChangeKind, Lease)>, LeaseError> {
+    /// record (acquired or renewed), ordered by key.
+    pub(crate) async fn held(
+        &self,
+        prefix: &KeyPrefix,
+    ) -> Result<Vec<(ChangeKind, Lease)>, LeaseError> {
         let bucket = self.bucket()?;
-        let mut keys = bucket.keys().await.map_err(|err| self.store_error(err))?;
-        keys.retain(|key| prefix.matches(key));
-        keys.sort();
-        let reads = futures::stream::iter(keys)
-            .map(|key| {
-                let bucket = bucket.clone();
-                async move {
-                    let entry = self.read(&bucket, &key).await?;
-                    Ok::<_, LeaseError>(match entry {
-                        Some(Entry::Held {
-                            seq,
-                            renewed,
-                            record,
-                            stored_at,
-                        }) => {
-                            let kind = if renewed {
-                                ChangeKind::Renewed
-                            } else {
-                                ChangeKind::Acquired
-                            };
-                            Some((kind, record.lease(&key, seq, Some(stored_at))))
-                        }
-                        _ => None,
-                    })
-                }
-            })
-            .buffered(READS_IN_FLIGHT);
-        let found: Vec<_> = reads.try_collect().await?;
+        let keys = self.keys_under(bucket, prefix, None).await?;
+        let found: Vec<_> = self.read_held(bucket, keys).try_collect().await?;
         Ok(found.into_iter().flatten().collect())
+    }
+
+    /// The keys with a message under `prefix` and after `after`, sorted,
+    /// from the leader's stream info.
+    async fn keys_under(
+        &self,
+        bucket: &dyn Records,
+        prefix: &KeyPrefix,
+        after: Option<&str>,
+    ) -> Result<Vec<String>, LeaseError> {
+        let mut keys = bucket.keys().await.map_err(|err| self.store_error(err))?;
+        keys.retain(|key| prefix.matches(key) && after.is_none_or(|after| key.as_str() > after));
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// Reads each key like `owner`, in order: the lease with the event that
+    /// wrote it, or `None` for a key freed since its name was listed.
+    fn read_held<'a>(
+        &'a self,
+        bucket: &'a dyn Records,
+        keys: Vec<String>,
+    ) -> impl Stream<Item = Result<Option<(ChangeKind, Lease)>, LeaseError>> + 'a {
+        futures::stream::iter(keys)
+            .map(move |key| async move {
+                let entry = self.read(bucket, &key).await?;
+                Ok(match entry {
+                    Some(Entry::Held {
+                        seq,
+                        renewed,
+                        record,
+                        stored_at,
+                    }) => {
+                        let kind = if renewed {
+                            ChangeKind::Renewed
+                        } else {
+                            ChangeKind::Acquired
+                        };
+                        Some((kind, record.lease(&key, seq, Some(stored_at))))
+                    }
+                    _ => None,
+                })
+            })
+            .buffered(READS_IN_FLIGHT)
+    }
+}
+
+/// `{"leases":[` + `],"next":` + `}`.
+const ENVELOPE_BYTES: usize = 21;
+/// The longest `next`: a quoted key (keys need no escaping).
+const NEXT_BYTES: usize = MAX_NAME_LEN + 2;
+
+/// One page being filled: it takes leases until the count or byte bound
+/// is reached, and the first lease it turns away proves that `next` is due.
+struct Page {
+    leases: Vec<Lease>,
+    limit: Option<usize>,
+    max_bytes: Option<usize>,
+    /// Encoded size so far, with room for the longest `next`.
+    bytes: usize,
+    more: bool,
+}
+
+impl Page {
+    fn new(limit: Option<usize>, max_bytes: Option<usize>) -> Self {
+        Page {
+            leases: Vec::new(),
+            limit,
+            max_bytes,
+            bytes: ENVELOPE_BYTES + NEXT_BYTES,
+            more: false,
+        }
+    }
+
+    /// Takes `lease`, or returns false (and the page is done) when it
+    /// does not fit.
+    fn push(&mut self, lease: Lease) -> bool {
+        let full = self.limit.is_some_and(|limit| self.leases.len() >= limit);
+        let size = serde_json::to_vec(&lease)
+            .expect("a lease serializes")
+            .len()
+            + usize::from(!self.leases.is_empty());
+        if full || self.max_bytes.is_some_and(|max| self.bytes + size > max) {
+            self.more = true;
+            return false;
+        }
+        self.bytes += size;
+        self.leases.push(lease);
+        true
+    }
+
+    fn finish(self) -> Result<LeaseList, LeaseError> {
+        if self.more && self.leases.is_empty() {
+            return Err(LeaseError::internal(format!(
+                "one lease does not fit the server's max_payload of {} bytes",
+                self.max_bytes.unwrap_or_default()
+            )));
+        }
+        let next = self
+            .more
+            .then(|| self.leases.last().map(|lease| lease.key.clone()))
+            .flatten();
+        Ok(LeaseList {
+            leases: self.leases,
+            next,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::macros::datetime;
+
+    fn lease(key: &str) -> Lease {
+        Lease {
+            held: true,
+            key: key.into(),
+            holder: "holder".into(),
+            revision: 12,
+            acquired_at: datetime!(2026-10-18 12:00 UTC),
+            expires_at: datetime!(2026-10-18 12:00:15 UTC),
+            ttl_ms: 15_000,
+        }
+    }
+
+    fn fill(page: &mut Page, keys: &[&str]) {
+        for key in keys {
+            if !page.push(lease(key)) {
+                return;
+            }
+        }
+    }
+
+    #[test]
+    fn a_page_at_its_limit_names_its_last_key_as_next() {
+        let mut page = Page::new(Some(2), None);
+        fill(&mut page, &["a", "b", "c"]);
+        let list = page.finish().unwrap();
+        assert_eq!(list.leases.len(), 2);
+        assert_eq!(list.next.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn a_page_that_reaches_the_end_has_no_next() {
+        let mut page = Page::new(Some(2), None);
+        fill(&mut page, &["a", "b"]);
+        assert_eq!(page.finish().unwrap().next, None);
+    }
+
+    #[test]
+    fn an_encoded_page_never_exceeds_max_bytes() {
+        let keys: Vec<String> = (0..50).map(|i| format!("key-{i:03}")).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        for max in [400, 1_000, 4_096] {
+            let mut page = Page::new(None, Some(max));
+            fill(&mut page, &keys);
+            let list = page.finish().unwrap();
+            let encoded = serde_json::to_vec(&list).unwrap();
+            assert!(encoded.len() <= max, "{} > {max}", encoded.len());
+            assert!(list.next.is_some() && !list.leases.is_empty());
+            // Only the room kept for the longest `next` and one lease is unused.
+            let one = serde_json::to_vec(&lease("key-000")).unwrap().len() + 1;
+            assert!(
+                encoded.len() + NEXT_BYTES + one > max,
+                "{} of {max}",
+                encoded.len()
+            );
+        }
+    }
+
+    #[test]
+    fn a_max_payload_too_small_for_one_lease_is_an_error_not_an_empty_page() {
+        let mut page = Page::new(None, Some(100));
+        fill(&mut page, &["a"]);
+        assert_eq!(page.finish(), Err(LeaseError::Internal));
     }
 }

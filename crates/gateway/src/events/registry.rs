@@ -160,7 +160,7 @@ impl Registry {
 /// registered. They end when the client falls more than the buffer behind
 /// (after the changes already queued, so a client resuming from the last
 /// one it saw misses nothing). Dropping it unregisters the client.
-pub struct Subscription {
+pub(crate) struct Subscription {
     changes: mpsc::Receiver<Arc<EncodedChange>>,
     filter: Filter,
     _registered: Registered,

@@ -15,7 +15,7 @@ const SCRIPT: &str = include_str!("../../../../web/app.js");
 const STYLE: &str = include_str!("../../../../web/style.css");
 
 /// `/`, `/app.js` and `/style.css`.
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/", get(|| asset("text/html; charset=utf-8", INDEX)))
         .route(

@@ -14,7 +14,7 @@ use serde_json::Value;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{AppState, events, forward, leases, ops};
+use super::{AppState, cluster, events, forward, leases, ops};
 
 /// The OpenAPI document of the HTTP front.
 #[derive(OpenApi)]
@@ -27,6 +27,7 @@ use super::{AppState, events, forward, leases, ops};
         leases::acquire,
         leases::renew,
         leases::release,
+        leases::transfer,
         leases::owner,
         leases::revoke,
         leases::list,
@@ -36,6 +37,7 @@ use super::{AppState, events, forward, leases, ops};
         ops::healthz,
         ops::readyz,
         ops::render_metrics,
+        cluster::view,
     ),
     components(schemas(
         dagnats_leases_wire::reply::LeaseEnded,
@@ -45,13 +47,14 @@ use super::{AppState, events, forward, leases, ops};
     )),
     modifiers(&BearerAuth),
     tags(
-        (name = "leases", description = "Acquire, renew, release, owner and list"),
+        (name = "leases", description = "Acquire, renew, release, transfer, owner and list"),
         (name = "forward", description = "Deliver a request to whoever holds a key"),
         (name = "events", description = "Server-Sent Events of every change"),
         (name = "ops", description = "Health, readiness and metrics; no token needed"),
+        (name = "cluster", description = "The NATS nodes, the bucket's stream leader and replicas, the live gateways"),
     )
 )]
-pub struct ApiDoc;
+pub(crate) struct ApiDoc;
 
 /// Adds the bearer scheme the `security` of each endpoint names.
 struct BearerAuth;
@@ -67,7 +70,7 @@ impl Modify for BearerAuth {
 }
 
 /// The document as served and committed: pretty JSON with a final newline.
-pub fn openapi_json() -> &'static str {
+pub(crate) fn openapi_json() -> &'static str {
     static JSON: OnceLock<String> = OnceLock::new();
     JSON.get_or_init(|| {
         let mut text = ApiDoc::openapi()
@@ -79,7 +82,7 @@ pub fn openapi_json() -> &'static str {
 }
 
 /// `/openapi.json` and `/docs`; no token needed.
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/openapi.json", get(serve_openapi))
         .route("/docs", get(serve_docs))

@@ -9,7 +9,7 @@ use crate::core::{ErrorBody, ForwardError, LeaseError};
 
 /// A failed HTTP call: the wire body and the status of its kind.
 #[derive(Debug)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     status: u16,
     body: ErrorBody,
 }
@@ -17,7 +17,7 @@ pub struct ApiError {
 /// The kind of a failed response, left in its extensions for the metrics
 /// middleware (successes have none).
 #[derive(Debug, Clone, Copy)]
-pub struct FailedKind(pub &'static str);
+pub(crate) struct FailedKind(pub(crate) &'static str);
 
 impl From<LeaseError> for ApiError {
     fn from(err: LeaseError) -> Self {
@@ -46,7 +46,7 @@ impl From<ForwardError> for ApiError {
 impl ApiError {
     /// `err`'s body with another status: only `/readyz`, where every reason
     /// for not being ready is a 503.
-    pub fn with_status(status: u16, err: LeaseError) -> Self {
+    pub(crate) fn with_status(status: u16, err: LeaseError) -> Self {
         ApiError {
             status,
             body: err.body(),

@@ -5,6 +5,10 @@
 //! `?key=K` keeps one key, `?ownership=true` drops `renewed`. A client
 //! sending `Last-Event-ID: R` first gets the current state of every held
 //! key whose revision is above R, then the live stream.
+//!
+//! Both answer `unsupported` or `unavailable` when the bucket cannot serve,
+//! like every other lease endpoint: a 200 with an empty stream would tell a
+//! watcher that nothing changes when nothing can.
 
 use std::convert::Infallible;
 
@@ -25,7 +29,7 @@ use dagnats_leases_wire::names::HEADER_LAST_EVENT_ID;
 use dagnats_leases_wire::request::{KeyPrefix, LeaseKey};
 
 /// The events route, behind the read token.
-pub fn router(state: &AppState) -> Router<AppState> {
+pub(crate) fn router(state: &AppState) -> Router<AppState> {
     Router::new()
         .route("/v1/events", get(events))
         .route("/v1/events/recent", get(recent))
@@ -34,10 +38,10 @@ pub fn router(state: &AppState) -> Router<AppState> {
 
 /// The filters of an event stream.
 #[derive(Deserialize)]
-pub struct EventsQuery {
-    pub key: Option<LeaseKey>,
+pub(crate) struct EventsQuery {
+    pub(crate) key: Option<LeaseKey>,
     #[serde(default)]
-    pub ownership: bool,
+    pub(crate) ownership: bool,
 }
 
 /// Server-Sent Events of every lease change: events `acquired`, `renewed`,
@@ -58,11 +62,12 @@ pub struct EventsQuery {
         (status = 501, description = "`unsupported`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn events(
+pub(crate) async fn events(
     State(s): State<AppState>,
     QueryOf(query): QueryOf<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    s.core.ready()?;
     let after = last_event_id(&headers)?;
     let filter = Filter {
         key: query.key,
@@ -99,9 +104,12 @@ pub async fn events(
     responses(
         (status = 200, description = "Recent changes, oldest first", body = RecentChanges),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn recent(State(s): State<AppState>) -> Json<RecentChanges> {
-    Json(s.events.recent())
+pub(crate) async fn recent(State(s): State<AppState>) -> Result<Json<RecentChanges>, ApiError> {
+    s.core.ready()?;
+    Ok(Json(s.events.recent()))
 }
 
 /// The revision a reconnecting client saw last.

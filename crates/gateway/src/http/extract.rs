@@ -15,7 +15,7 @@ use dagnats_leases_wire::request::decode_keyed;
 
 /// The `{key}` segment of the path, unchecked (the request type checks it,
 /// with the same sentence as on NATS).
-pub struct KeyPath(pub String);
+pub(crate) struct KeyPath(pub(crate) String);
 
 impl<S: Send + Sync> FromRequestParts<S> for KeyPath {
     type Rejection = ApiError;
@@ -29,7 +29,7 @@ impl<S: Send + Sync> FromRequestParts<S> for KeyPath {
 }
 
 /// The query string decoded into `T`.
-pub struct QueryOf<T>(pub T);
+pub(crate) struct QueryOf<T>(pub(crate) T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryOf<T> {
     type Rejection = ApiError;
@@ -42,8 +42,21 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryOf<T> {
     }
 }
 
+/// A query parameter as a request field: the query is text, so a whole
+/// number in it is read as a number; anything else stays text, for the
+/// request type to refuse with its own sentence.
+pub fn query_field(value: Option<serde_json::Value>) -> serde_json::Value {
+    match value {
+        Some(serde_json::Value::String(text)) => text
+            .parse::<u64>()
+            .map_or(serde_json::Value::String(text), serde_json::Value::from),
+        Some(other) => other,
+        None => serde_json::Value::Null,
+    }
+}
+
 /// The whole request body, within the body limit.
-pub struct Body(pub Bytes);
+pub(crate) struct Body(pub(crate) Bytes);
 
 /// Raw bytes in the OpenAPI document (forward's raw mode).
 impl utoipa::PartialSchema for Body {
@@ -86,7 +99,7 @@ impl<S: Send + Sync> FromRequest<S> for Body {
 
 /// Whether the request says its body is JSON (`application/json` or a
 /// `+json` type).
-pub fn is_json(headers: &HeaderMap) -> bool {
+pub(crate) fn is_json(headers: &HeaderMap) -> bool {
     let Some(value) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -101,7 +114,7 @@ pub fn is_json(headers: &HeaderMap) -> bool {
 
 /// A lease request: the key from the path, the other fields from a JSON
 /// body, decoded exactly as the NATS front decodes its requests.
-pub struct LeaseJson<T>(pub T);
+pub(crate) struct LeaseJson<T>(pub(crate) T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for LeaseJson<T> {
     type Rejection = ApiError;

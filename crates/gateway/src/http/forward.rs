@@ -14,17 +14,17 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::ApiError;
-use super::extract::{Body, KeyPath, QueryOf, is_json};
+use super::extract::{Body, KeyPath, QueryOf, is_json, query_field};
 use super::{AppState, auth, header_name};
-use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_HOLDER};
 use crate::core::ErrorBody;
+use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_HOLDER};
 use dagnats_leases_wire::reply::Forwarded;
 use dagnats_leases_wire::request::{
     ForwardRequest, ForwardTimeout, LeaseKey, Payload, decode_keyed, from_fields,
 };
 
 /// The forward route, behind the write token.
-pub fn router(state: &AppState) -> Router<AppState> {
+pub(crate) fn router(state: &AppState) -> Router<AppState> {
     Router::new()
         .route("/v1/leases/{key}/forward", post(forward))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::writes))
@@ -32,8 +32,8 @@ pub fn router(state: &AppState) -> Router<AppState> {
 
 /// Raw mode's query: `timeout_ms`, as in the JSON body.
 #[derive(Deserialize)]
-pub struct RawQuery {
-    pub timeout_ms: Option<Value>,
+pub(crate) struct RawQuery {
+    pub(crate) timeout_ms: Option<Value>,
 }
 
 /// Forward: deliver a request to whoever holds the key. JSON in, JSON out
@@ -68,7 +68,7 @@ pub struct RawQuery {
         (status = 503, description = "`unavailable`", body = ErrorBody),
         (status = 504, description = "`owner_timeout`", body = ErrorBody),
     ))]
-pub async fn forward(
+pub(crate) async fn forward(
     State(s): State<AppState>,
     KeyPath(key): KeyPath,
     QueryOf(query): QueryOf<RawQuery>,
@@ -79,15 +79,10 @@ pub async fn forward(
         let req: ForwardRequest = decode_keyed(&key, &body)?;
         return Ok(Json(s.core.forward(req).await?).into_response());
     }
-    let timeout = query.timeout_ms.map(|t| match t {
-        // The query is text: a number in it is read as one.
-        Value::String(text) => text.parse::<u64>().map_or(Value::String(text), Value::from),
-        other => other,
-    });
     let mut req: ForwardRequest = from_fields([
         ("key", Value::from(key)),
         ("payload", Value::from("")),
-        ("timeout_ms", timeout.unwrap_or(Value::Null)),
+        ("timeout_ms", query_field(query.timeout_ms)),
     ])?;
     req.payload = Payload(body);
     let reply = s.core.forward_raw(req).await?;
@@ -97,14 +92,8 @@ pub async fn forward(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/octet-stream"),
         ),
-        (
-            header_name(HEADER_HOLDER),
-            header_value(&reply.holder),
-        ),
-        (
-            header_name(HEADER_FENCE),
-            HeaderValue::from(reply.revision),
-        ),
+        (header_name(HEADER_HOLDER), header_value(&reply.holder)),
+        (header_name(HEADER_FENCE), HeaderValue::from(reply.revision)),
     ];
     Ok((headers, reply.payload.0).into_response())
 }

@@ -1,28 +1,31 @@
-//! `/v1/leases`: acquire, renew, release, owner and list over HTTP. The
-//! bodies are the NATS replies; the key comes from the path.
+//! `/v1/leases`: acquire, renew, release, transfer, owner and list over
+//! HTTP. The bodies are the NATS replies; the key comes from the path.
 
 use axum::extract::State;
 use axum::routing::{delete, get, post};
 use axum::{Json, Router, middleware};
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::ApiError;
-use super::extract::{KeyPath, LeaseJson, QueryOf};
+use super::extract::{KeyPath, LeaseJson, QueryOf, query_field};
 use super::{AppState, auth};
-use crate::core::ErrorBody;
+use crate::core::{ErrorBody, ListBounds};
 use dagnats_leases_wire::reply::{Grant, LeaseList, Owner, Released};
 use dagnats_leases_wire::request::{
-    AcquireRequest, LeaseKey, ListRequest, ReleaseRequest, RenewRequest, from_fields,
+    AcquireRequest, LeaseKey, ListRequest, ReleaseRequest, RenewRequest, TransferRequest,
+    from_fields,
 };
 
 type Reply<T> = Result<Json<T>, ApiError>;
 
 /// The lease routes, each behind the token its kind of call needs.
-pub fn router(state: &AppState) -> Router<AppState> {
+pub(crate) fn router(state: &AppState) -> Router<AppState> {
     let writes = Router::new()
         .route("/v1/leases/{key}/acquire", post(acquire))
         .route("/v1/leases/{key}/renew", post(renew))
         .route("/v1/leases/{key}/release", post(release))
+        .route("/v1/leases/{key}/transfer", post(transfer))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::writes));
     let reads = middleware::from_fn_with_state(state.clone(), auth::reads);
     let writes_layer = middleware::from_fn_with_state(state.clone(), auth::writes);
@@ -50,7 +53,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         (status = 501, description = "`unsupported`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn acquire(
+pub(crate) async fn acquire(
     State(s): State<AppState>,
     LeaseJson(req): LeaseJson<AcquireRequest>,
 ) -> Reply<Grant> {
@@ -73,7 +76,7 @@ pub async fn acquire(
         (status = 501, description = "`unsupported`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn renew(
+pub(crate) async fn renew(
     State(s): State<AppState>,
     LeaseJson(req): LeaseJson<RenewRequest>,
 ) -> Reply<Grant> {
@@ -95,11 +98,35 @@ pub async fn renew(
         (status = 501, description = "`unsupported`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn release(
+pub(crate) async fn release(
     State(s): State<AppState>,
     LeaseJson(req): LeaseJson<ReleaseRequest>,
 ) -> Reply<Released> {
     Ok(Json(s.core.release(req).await?))
+}
+
+/// Transfer: hand the lease you hold at `revision` to `to`, in one
+/// compare-and-set write: a new, higher fence and a new tenure for `to`,
+/// with no moment in between when the key is free.
+#[utoipa::path(post, path = "/v1/leases/{key}/transfer", tag = "leases",
+    params(("key" = LeaseKey, Path, description = "The lease key")),
+    request_body(content = TransferRequest, content_type = "application/json"),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "The new lease: `holder` is `to`, `granted: true`", body = Grant),
+        (status = 400, description = "`invalid` (also: `to` equal to `holder`)", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 409, description = "`lost`: `holder` does not hold the key at `revision`", body = ErrorBody),
+        (status = 413, description = "`body_too_large`", body = ErrorBody),
+        (status = 500, description = "`internal`", body = ErrorBody),
+        (status = 501, description = "`unsupported`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    ))]
+pub async fn transfer(
+    State(s): State<AppState>,
+    LeaseJson(req): LeaseJson<TransferRequest>,
+) -> Reply<Grant> {
+    Ok(Json(s.core.transfer(req).await?))
 }
 
 /// Owner: who holds the key, read through the stream leader.
@@ -114,7 +141,7 @@ pub async fn release(
         (status = 501, description = "`unsupported`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn owner(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Owner> {
+pub(crate) async fn owner(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Owner> {
     let req = from_fields([("key", Value::from(key))])?;
     Ok(Json(s.core.owner(req).await?))
 }
@@ -134,27 +161,41 @@ pub async fn owner(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Ow
         (status = 501, description = "`unsupported`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn revoke(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Released> {
+pub(crate) async fn revoke(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Released> {
     let req = from_fields([("key", Value::from(key))])?;
     Ok(Json(s.core.revoke(req).await?))
 }
 
-/// List: every held lease, ordered by key, each read through the stream
-/// leader.
+/// The list query as text, checked as a [`ListRequest`] like a NATS body.
+#[derive(Deserialize)]
+pub struct ListQuery {
+    prefix: Option<Value>,
+    after: Option<Value>,
+    limit: Option<Value>,
+}
+
+/// List: the held leases, ordered by key, each read through the stream
+/// leader. Without `limit`, every one of them; with it, a page, and `next`
+/// to pass back as `after` for the following one.
 #[utoipa::path(get, path = "/v1/leases", tag = "leases",
     params(ListRequest),
     security((), ("bearer" = [])),
     responses(
-        (status = 200, description = "Every held lease", body = LeaseList),
+        (status = 200, description = "The held leases; `next` is null at the end", body = LeaseList),
         (status = 400, description = "`invalid`", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 500, description = "`internal`", body = ErrorBody),
         (status = 501, description = "`unsupported`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     ))]
-pub async fn list(
+pub(crate) async fn list(
     State(s): State<AppState>,
-    QueryOf(req): QueryOf<ListRequest>,
+    QueryOf(query): QueryOf<ListQuery>,
 ) -> Reply<LeaseList> {
-    Ok(Json(s.core.list(req).await?))
+    let req: ListRequest = from_fields([
+        ("prefix", query.prefix.unwrap_or(Value::Null)),
+        ("after", query.after.unwrap_or(Value::Null)),
+        ("limit", query_field(query.limit)),
+    ])?;
+    Ok(Json(s.core.list(req, ListBounds::default()).await?))
 }

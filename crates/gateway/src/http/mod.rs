@@ -4,25 +4,26 @@
 //! body with the status its kind owns.
 //!
 //! One module per resource, each exporting a router: [`leases`] (acquire,
-//! renew, release, owner, list), [`forward`], [`events`] (SSE), [`ops`]
-//! (health, readiness, metrics), [`docs`] (OpenAPI and the reference page),
+//! renew, release, transfer, owner, list), [`forward`], [`events`] (SSE), [`ops`]
+//! (health, readiness, metrics), [`cluster`] (nodes, stream, gateways), [`docs`] (OpenAPI and the reference page),
 //! [`dashboard`] (the bundled owner dashboard).
 //! [`auth`] and [`extract`] are shared.
 
-pub mod auth;
-pub mod dashboard;
-pub mod docs;
-pub mod error;
-pub mod events;
-pub mod extract;
-pub mod forward;
-pub mod leases;
-pub mod ops;
+pub(crate) mod auth;
+pub(crate) mod cluster;
+pub(crate) mod dashboard;
+pub(crate) mod docs;
+pub(crate) mod error;
+pub(crate) mod events;
+pub(crate) mod extract;
+pub(crate) mod forward;
+pub(crate) mod leases;
+pub(crate) mod ops;
 
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{HeaderName, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::Response;
@@ -34,60 +35,68 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use crate::core::{LeaseCore, LeaseError};
-use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_HOLDER, HEADER_LAST_EVENT_ID};
 use crate::events::Events;
-use crate::metrics::{self, Front};
+use crate::metrics::{self, Front, Op};
 use auth::Tokens;
+use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_HOLDER, HEADER_LAST_EVENT_ID};
 use error::{ApiError, FailedKind};
 
 /// Largest request body: room for a base64 payload at the largest
 /// max_payload a server is usually given (8 MB); the owner hop's own limit
 /// is checked by forward itself (`payload_too_large`).
-pub const BODY_LIMIT: usize = 12 * 1024 * 1024;
+pub(crate) const BODY_LIMIT: usize = 12 * 1024 * 1024;
 
 /// Longest any request may take to answer: above forward's 30 s maximum.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(35);
 
 /// What the HTTP front takes from the settings.
 #[derive(Clone)]
-pub struct HttpSettings {
-    pub write_token: Option<String>,
-    pub read_token: Option<String>,
+pub(crate) struct HttpSettings {
+    pub(crate) write_token: Option<String>,
+    pub(crate) read_token: Option<String>,
     /// Browser origins allowed; empty means no CORS headers.
-    pub cors_origins: Vec<HeaderValue>,
+    pub(crate) cors_origins: Vec<HeaderValue>,
     /// Interval of heartbeat comments on idle event streams.
-    pub heartbeat: Duration,
+    pub(crate) heartbeat: Duration,
     /// Changes buffered per event-stream client before it is dropped.
-    pub sse_buffer: usize,
+    pub(crate) sse_buffer: usize,
 }
 
 /// What every handler shares; cheap to clone.
 #[derive(Clone)]
-pub struct AppState {
+pub(crate) struct AppState {
+    /// This gateway as an instance of the `dagnats-api` service.
+    pub(crate) instance: crate::nats::service::Instance,
     /// Whether the NATS front has subscribed the lease subjects.
-    pub serving: tokio::sync::watch::Receiver<bool>,
-    pub core: LeaseCore,
-    pub client: async_nats::Client,
-    pub events: Events,
-    pub tokens: Tokens,
-    pub metrics: PrometheusHandle,
-    pub heartbeat: Duration,
+    pub(crate) serving: tokio::sync::watch::Receiver<bool>,
+    pub(crate) core: LeaseCore,
+    pub(crate) client: async_nats::Client,
+    pub(crate) events: Events,
+    pub(crate) tokens: Tokens,
+    pub(crate) metrics: PrometheusHandle,
+    pub(crate) heartbeat: Duration,
     /// Ends every event stream when the gateway stops.
-    pub stop: CancellationToken,
+    pub(crate) stop: CancellationToken,
+    /// Fires when the shutdown grace runs out: requests still running
+    /// answer `internal` ("the gateway is stopping").
+    pub(crate) give_up: CancellationToken,
 }
 
 /// The whole HTTP application.
-pub fn app(state: AppState, settings: &HttpSettings) -> Router {
+pub(crate) fn app(state: AppState, settings: &HttpSettings) -> Router {
     let request_id = HeaderName::from_static("x-request-id");
     let router = Router::new()
         .merge(leases::router(&state))
         .merge(forward::router(&state))
         .merge(events::router(&state))
+        .merge(cluster::router(&state))
         .merge(ops::router())
         .merge(docs::router())
         .merge(dashboard::router())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        // Inside `measure`, so a call stopped at the grace is counted.
+        .layer(middleware::from_fn_with_state(state.clone(), stopping))
         .layer(middleware::from_fn(measure))
         .layer(middleware::from_fn(timeout))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
@@ -115,10 +124,7 @@ pub fn app(state: AppState, settings: &HttpSettings) -> Router {
                 axum::http::header::CONTENT_TYPE,
                 header_name(HEADER_LAST_EVENT_ID),
             ])
-            .expose_headers([
-                header_name(HEADER_HOLDER),
-                header_name(HEADER_FENCE),
-            ]),
+            .expose_headers([header_name(HEADER_HOLDER), header_name(HEADER_FENCE)]),
     )
 }
 
@@ -130,7 +136,7 @@ pub(crate) fn header_name(name: &str) -> HeaderName {
 
 /// Serves `app` on `listener` until `stop`, then finishes the requests in
 /// flight (event streams end at `stop` too).
-pub async fn serve(listener: tokio::net::TcpListener, app: Router, stop: CancellationToken) {
+pub(crate) async fn serve(listener: tokio::net::TcpListener, app: Router, stop: CancellationToken) {
     // A Router served directly rebuilds its whole route table for every
     // connection (axum's `Router::with_state(())`), about 35 KB per open
     // event stream; the make-service hands each connection a cheap clone.
@@ -153,7 +159,7 @@ async fn method_not_allowed() -> ApiError {
 /// Counts every request by operation and outcome, through the same helper
 /// as the NATS front.
 async fn measure(req: Request, next: Next) -> Response {
-    let op = op_name(
+    let op = op_of(
         req.extensions()
             .get::<MatchedPath>()
             .map(MatchedPath::as_str),
@@ -169,20 +175,41 @@ async fn measure(req: Request, next: Next) -> Response {
     response
 }
 
-/// The operation a route serves, as metrics label it.
-fn op_name(route: Option<&str>, delete: bool) -> &'static str {
+/// The operation a route serves.
+fn op_of(route: Option<&str>, delete: bool) -> Op {
     match route {
-        Some("/v1/leases/{key}/acquire") => "acquire",
-        Some("/v1/leases/{key}/renew") => "renew",
-        Some("/v1/leases/{key}/release") => "release",
-        Some("/v1/leases/{key}/forward") => "forward",
-        Some("/v1/leases/{key}") if delete => "revoke",
-        Some("/v1/leases/{key}") => "owner",
-        Some("/v1/leases") => "list",
-        Some("/v1/events") => "events",
-        Some("/v1/events/recent") => "recent",
-        Some(_) => "ops",
-        None => "unrouted",
+        Some("/v1/leases/{key}/acquire") => Op::Acquire,
+        Some("/v1/leases/{key}/renew") => Op::Renew,
+        Some("/v1/leases/{key}/release") => Op::Release,
+        Some("/v1/leases/{key}/forward") => Op::Forward,
+        Some("/v1/leases/{key}/transfer") => Op::Transfer,
+        Some("/v1/leases/{key}") if delete => Op::Revoke,
+        Some("/v1/leases/{key}") => Op::Owner,
+        Some("/v1/leases") => Op::List,
+        Some("/v1/events") => Op::Events,
+        Some("/v1/events/recent") => Op::Recent,
+        Some("/v1/cluster") => Op::Cluster,
+        Some(_) => Op::Ops,
+        None => Op::Unrouted,
+    }
+}
+
+/// Answers `internal` ("the gateway is stopping") for a request still
+/// running when the shutdown grace runs out, rather than holding the exit
+/// or dropping the connection. An event stream has answered already; its
+/// body ends at `stop`.
+async fn stopping(
+    State(s): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    tokio::select! {
+        biased;
+        response = next.run(req) => Ok(response),
+        () = s.give_up.cancelled() => {
+            tracing::warn!("a request was still running when the shutdown grace ran out");
+            Err(LeaseError::Stopping.into())
+        }
     }
 }
 

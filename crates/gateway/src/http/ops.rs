@@ -10,11 +10,12 @@ use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::ApiError;
+use crate::cluster;
 use crate::core::{ErrorBody, LeaseError};
 use crate::metrics;
 
 /// `/healthz`, `/readyz` and `/metrics`.
-pub fn router() -> Router<AppState> {
+pub(crate) fn router() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -24,18 +25,19 @@ pub fn router() -> Router<AppState> {
 /// Liveness: the process is up and serving HTTP.
 #[utoipa::path(get, path = "/healthz", tag = "ops",
     responses((status = 200, description = "`{\"status\": \"ok\"}`", body = Object)))]
-pub async fn healthz() -> Json<Value> {
+pub(crate) async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// Readiness: NATS is connected and the bucket can serve; else 503 naming
-/// why (`unavailable`, or `unsupported` on a server older than 2.11).
+/// Readiness: NATS is connected and the bucket can serve (its stream has a
+/// leader, as `/v1/cluster` shows it); else 503 naming why (`unavailable`,
+/// or `unsupported` on a server older than 2.11).
 #[utoipa::path(get, path = "/readyz", tag = "ops",
     responses(
         (status = 200, description = "`{\"status\": \"ready\"}`", body = Object),
         (status = 503, description = "`unavailable` or `unsupported`", body = ErrorBody),
     ))]
-pub async fn readyz(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn readyz(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
     if s.client.connection_state() != async_nats::connection::State::Connected {
         return Err(LeaseError::Unavailable("not connected to NATS".into()).into());
     }
@@ -49,17 +51,28 @@ pub async fn readyz(State(s): State<AppState>) -> Result<Json<Value>, ApiError> 
         LeaseError::Unsupported { .. } => ApiError::with_status(503, err),
         other => other.into(),
     })?;
+    let stream = cluster::stream(&s.client).await;
+    metrics::stream(&stream);
+    if !stream.has_leader() {
+        let why = stream.error.as_deref().unwrap_or("no leader elected");
+        return Err(LeaseError::Unavailable(format!(
+            "the leases bucket has no stream leader: {why}"
+        ))
+        .into());
+    }
     Ok(Json(json!({"status": "ready"})))
 }
 
 /// Prometheus metrics: requests by front, op and kind, latency histograms,
-/// forward attempts, event-stream clients, NATS connection state.
+/// forward attempts, event-stream clients, NATS connection state, and the
+/// stream's leader and replicas as `/v1/cluster` shows them.
 #[utoipa::path(get, path = "/metrics", tag = "ops",
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String)))]
-pub async fn render_metrics(State(s): State<AppState>) -> impl IntoResponse {
+pub(crate) async fn render_metrics(State(s): State<AppState>) -> impl IntoResponse {
     metrics::nats_connected(
         s.client.connection_state() == async_nats::connection::State::Connected,
     );
+    metrics::stream(&cluster::stream(&s.client).await);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         s.metrics.render(),

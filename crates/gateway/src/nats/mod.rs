@@ -1,73 +1,63 @@
 //! The NATS front: the `api.leases.*` request/reply subjects in queue group
 //! `dagnats-leases`. Each handler decodes, calls the core, encodes; nothing
-//! else.
+//! else. [`service`] makes the same subjects the endpoints of the NATS
+//! service `dagnats-api` (ADR-32 discovery and stats).
+
+pub(crate) mod service;
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use async_nats::{Client, Message, Subscriber};
+use async_nats::client::PublishErrorKind;
+use async_nats::{Client, HeaderMap, Message, Subscriber};
+use bytes::Bytes;
 use futures::StreamExt;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::core::{ErrorBody, LeaseCore};
-use crate::metrics;
+use crate::core::{ErrorBody, LeaseCore, LeaseError, ListBounds};
+use crate::metrics::{self, Op};
 use dagnats_leases_wire::names::{
-    QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
+    HEADER_SERVICE_ERROR, HEADER_SERVICE_ERROR_CODE, QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD,
+    SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW, SUBJECT_TRANSFER,
 };
-use dagnats_leases_wire::request::decode;
+use dagnats_leases_wire::request::{ListLimit, decode};
+use service::Instance;
 
 /// Requests handled at once; past this the front stops reading until one
 /// finishes, so a burst queues in NATS rather than in memory.
 const MAX_IN_FLIGHT: usize = 4_096;
 
-/// The operations of the lease API, one per subject.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    Acquire,
-    Renew,
-    Release,
-    Owner,
-    Forward,
-}
+/// The lease operations this front serves, each on its subject: the one
+/// list the subscriptions and the service's INFO and STATS all read.
+pub(crate) const SUBJECTS: [(Op, &str); 7] = [
+    (Op::Acquire, SUBJECT_ACQUIRE),
+    (Op::Renew, SUBJECT_RENEW),
+    (Op::Release, SUBJECT_RELEASE),
+    (Op::Owner, SUBJECT_OWNER),
+    (Op::Forward, SUBJECT_FORWARD),
+    (Op::List, SUBJECT_LIST),
+    (Op::Transfer, SUBJECT_TRANSFER),
+];
 
-impl Op {
-    const ALL: [Op; 5] = [Op::Acquire, Op::Renew, Op::Release, Op::Owner, Op::Forward];
-
-    /// The operation's name, as metrics label it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Acquire => "acquire",
-            Op::Renew => "renew",
-            Op::Release => "release",
-            Op::Owner => "owner",
-            Op::Forward => "forward",
-        }
-    }
-
-    /// The request subject of this operation.
-    pub fn subject(self) -> &'static str {
-        match self {
-            Op::Acquire => SUBJECT_ACQUIRE,
-            Op::Renew => SUBJECT_RENEW,
-            Op::Release => SUBJECT_RELEASE,
-            Op::Owner => SUBJECT_OWNER,
-            Op::Forward => SUBJECT_FORWARD,
-        }
-    }
+/// One subject's subscription, and the operation it serves.
+pub(crate) struct Subject {
+    op: Op,
+    name: &'static str,
+    sub: Subscriber,
 }
 
 /// Subscribes to every lease subject. Returns once the subscriptions are
 /// registered with the server, so callers know requests will be answered.
-pub async fn subscribe(client: &Client) -> Result<Vec<(Op, Subscriber)>, async_nats::Error> {
+pub(crate) async fn subscribe(client: &Client) -> Result<Vec<Subject>, async_nats::Error> {
     let mut subs = Vec::new();
-    for op in Op::ALL {
+    for (op, name) in SUBJECTS {
         let sub = client
-            .queue_subscribe(op.subject(), QUEUE_GROUP.to_string())
+            .queue_subscribe(name, QUEUE_GROUP.to_string())
             .await?;
-        subs.push((op, sub));
+        subs.push(Subject { op, name, sub });
     }
     client.flush().await?;
     Ok(subs)
@@ -76,24 +66,30 @@ pub async fn subscribe(client: &Client) -> Result<Vec<(Op, Subscriber)>, async_n
 /// Answers requests until `shutdown`, then drains: the server stops
 /// sending this gateway requests (the queue group sends them to the others)
 /// and the ones already delivered are still answered. Handlers run on
-/// `tasks`, which the caller awaits before draining the connection.
-pub async fn serve(
+/// `tasks`, which the caller awaits before draining the connection; once
+/// `give_up` fires, a handler still running answers `internal` ("the
+/// gateway is stopping") at once.
+pub(crate) async fn serve(
     client: Client,
     core: LeaseCore,
-    subs: Vec<(Op, Subscriber)>,
+    instance: Instance,
+    subs: Vec<Subject>,
     tasks: TaskTracker,
     shutdown: CancellationToken,
+    give_up: CancellationToken,
 ) {
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let front = Front {
         client,
         core,
+        instance,
         tasks,
         permits,
+        give_up,
     };
     let loops = subs
         .into_iter()
-        .map(|(op, sub)| front.serve_subject(op, sub, shutdown.clone()));
+        .map(|subject| front.serve_subject(subject, shutdown.clone()));
     futures::future::join_all(loops).await;
 }
 
@@ -101,8 +97,11 @@ pub async fn serve(
 struct Front {
     client: Client,
     core: LeaseCore,
+    instance: Instance,
     tasks: TaskTracker,
     permits: Arc<Semaphore>,
+    /// Fires when the shutdown grace runs out.
+    give_up: CancellationToken,
 }
 
 enum Step {
@@ -111,7 +110,8 @@ enum Step {
 }
 
 impl Front {
-    async fn serve_subject(&self, op: Op, mut sub: Subscriber, shutdown: CancellationToken) {
+    async fn serve_subject(&self, subject: Subject, shutdown: CancellationToken) {
+        let Subject { op, name, mut sub } = subject;
         let mut draining = false;
         loop {
             let step = tokio::select! {
@@ -123,15 +123,16 @@ impl Front {
                 Step::Drain => {
                     draining = true;
                     if let Err(err) = sub.drain().await {
-                        tracing::warn!(%err, subject = op.subject(), "could not drain");
+                        tracing::warn!(%err, subject = name, "could not drain");
                         return;
                     }
                 }
                 Step::Request(Some(msg)) => {
                     let permit = self.permits.clone().acquire_owned().await;
                     let (client, core) = (self.client.clone(), self.core.clone());
+                    let (instance, give_up) = (self.instance.clone(), self.give_up.clone());
                     self.tasks.spawn(async move {
-                        answer(&client, &core, op, msg).await;
+                        answer(&client, &core, &instance, op, msg, &give_up).await;
                         drop(permit);
                     });
                 }
@@ -141,39 +142,106 @@ impl Front {
     }
 }
 
-async fn answer(client: &Client, core: &LeaseCore, op: Op, msg: Message) {
+async fn answer(
+    client: &Client,
+    core: &LeaseCore,
+    instance: &Instance,
+    op: Op,
+    msg: Message,
+    give_up: &CancellationToken,
+) {
     let Some(reply_to) = msg.reply.clone() else {
         tracing::debug!(subject = %msg.subject, "request without a reply subject ignored");
         return;
     };
-    let body = handle(core, op, &msg.payload).await;
-    if let Err(err) = client.publish(reply_to, body.into()).await {
-        tracing::warn!(%err, op = ?op, "could not send reply");
+    let started = Instant::now();
+    // A list reply must fit the server's max_payload, as it is now.
+    let max_payload = client.server_info().max_payload;
+    let (body, failure) = handle(core, op, &msg.payload, max_payload, give_up).await;
+    let elapsed = started.elapsed();
+    let kind = failure.as_ref().map_or("ok", |failure| failure.kind.name());
+    metrics::request(metrics::Front::Nats, op, kind, elapsed);
+    instance.record(op, elapsed, failure.as_ref());
+    let body = Bytes::from(body);
+    let sent = match &failure {
+        None => client.publish(reply_to, body).await,
+        Some(failure) => {
+            let headers = service_error(failure);
+            match client
+                .publish_with_headers(reply_to.clone(), headers, body.clone())
+                .await
+            {
+                // The body alone fits, and it is what the caller relies on.
+                Err(err) if err.kind() == PublishErrorKind::MaxPayloadExceeded => {
+                    client.publish(reply_to, body).await
+                }
+                sent => sent,
+            }
+        }
+    };
+    if let Err(err) = sent {
+        tracing::warn!(%err, op = op.label(), "could not send reply");
     }
 }
 
-/// Runs one request, encodes its reply or error, and counts it.
-async fn handle(core: &LeaseCore, op: Op, body: &[u8]) -> Vec<u8> {
-    let started = Instant::now();
-    let (reply, kind) = match op {
-        Op::Acquire => encode(async { core.acquire(decode(body)?).await }.await),
-        Op::Renew => encode(async { core.renew(decode(body)?).await }.await),
-        Op::Release => encode(async { core.release(decode(body)?).await }.await),
-        Op::Owner => encode(async { core.owner(decode(body)?).await }.await),
-        Op::Forward => encode(async { core.forward(decode(body)?).await }.await),
-    };
-    metrics::request(metrics::Front::Nats, op.name(), kind, started.elapsed());
-    reply
+/// ADR-32's error headers of a failed call: the sentence, and the HTTP
+/// status of its kind as the code. The JSON body stays as it is.
+fn service_error(failure: &ErrorBody) -> HeaderMap {
+    let sentence = service::error_sentence(failure);
+    let mut headers = HeaderMap::new();
+    headers.insert(HEADER_SERVICE_ERROR, sentence.as_str());
+    headers.insert(
+        HEADER_SERVICE_ERROR_CODE,
+        failure.kind.http_status().to_string().as_str(),
+    );
+    headers
 }
 
-/// The reply body, and `ok` or the error kind.
-fn encode<T: Serialize, E: Into<ErrorBody>>(result: Result<T, E>) -> (Vec<u8>, &'static str) {
-    let (body, kind) = match result {
-        Ok(reply) => (serde_json::to_vec(&reply), "ok"),
-        Err(err) => {
-            let body: ErrorBody = err.into();
-            (serde_json::to_vec(&body), body.kind.name())
+/// Runs one request: its reply body, and the error it answered if it
+/// failed; stops it with `internal` when `give_up` fires first. A list
+/// reply holds 1000 leases unless asked otherwise, and never more than
+/// `max_payload` bytes.
+async fn handle(
+    core: &LeaseCore,
+    op: Op,
+    body: &[u8],
+    max_payload: usize,
+    give_up: &CancellationToken,
+) -> (Vec<u8>, Option<ErrorBody>) {
+    let bounds = ListBounds {
+        default_limit: Some(ListLimit::DEFAULT.get()),
+        max_bytes: Some(max_payload),
+    };
+    let run = async {
+        match op {
+            Op::Acquire => encode(async { core.acquire(decode(body)?).await }.await),
+            Op::Renew => encode(async { core.renew(decode(body)?).await }.await),
+            Op::Release => encode(async { core.release(decode(body)?).await }.await),
+            Op::Owner => encode(async { core.owner(decode(body)?).await }.await),
+            Op::Forward => encode(async { core.forward(decode(body)?).await }.await),
+            Op::List => encode(async { core.list(decode(body)?, bounds).await }.await),
+            Op::Transfer => encode(async { core.transfer(decode(body)?).await }.await),
+            other => unreachable!("{other:?} has no NATS subject"),
         }
     };
-    (body.expect("replies serialize"), kind)
+    tokio::select! {
+        biased;
+        done = run => done,
+        () = give_up.cancelled() => {
+            tracing::warn!(op = op.label(), "a call was still running when the shutdown grace ran out");
+            encode(Err::<(), _>(LeaseError::Stopping))
+        }
+    }
+}
+
+/// The reply body, and the error body too when the call failed.
+fn encode<T: Serialize, E: Into<ErrorBody>>(result: Result<T, E>) -> (Vec<u8>, Option<ErrorBody>) {
+    match result {
+        Ok(reply) => (serde_json::to_vec(&reply).expect("replies serialize"), None),
+        Err(err) => {
+            let body: ErrorBody = err.into();
+            let json = serde_json::to_vec(&body).expect("error bodies serialize");
+            (json, Some(body))
+        }
+    }
 }

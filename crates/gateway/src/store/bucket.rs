@@ -21,26 +21,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_nats::connection::State;
-use async_nats::{Client, HeaderMap, HeaderName, RequestErrorKind};
+use super::jsapi::{ApiError, Failure, JetStream, NO_JETSTREAM, api_subject, code};
+use crate::core::ports::{StoreError, Write};
+use async_nats::{HeaderMap, HeaderName, Subject};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use dagnats_leases_wire::names::{
     HEADER_EVENT, HEADER_EXPECTED_SEQ, HEADER_EXPECTED_SEQ_SUBJECT, HEADER_KV_OPERATION,
-    HEADER_ROLLUP, HEADER_TTL, READ_BARRIER_SUBJECT, RECORD_SUBJECTS, STREAM, key_subject,
+    HEADER_PREVIOUS_HOLDER, HEADER_ROLLUP, HEADER_TTL, READ_BARRIER_SUBJECT, RECORD_SUBJECTS,
+    STREAM, key_subject,
 };
 use dagnats_leases_wire::record::{Entry, WriteEvent, decode_entry};
 use dagnats_leases_wire::timefmt;
 use serde::Deserialize;
-
-/// JetStream error codes this adapter gives a meaning to.
-const ERR_WRONG_LAST_SEQUENCE: u64 = 10071;
-/// The same refusal from a replicated stream while an earlier write to the
-/// key is still in flight: the write did not land.
-const ERR_WRONG_LAST_SEQUENCE_IN_FLIGHT: u64 = 10164;
-const ERR_NO_MESSAGE_FOUND: u64 = 10037;
-const ERR_STREAM_NOT_FOUND: u64 = 10059;
 
 /// How many times a read is taken again when the key changed before its
 /// barrier landed.
@@ -69,34 +63,12 @@ struct KeyReads {
 
 type ReadOutcome = Result<(u64, Option<Entry>), StoreError>;
 
-/// Why a store call failed, in the core's terms.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreError {
-    /// The compare-and-set lost: the key's last sequence was not the one expected.
-    Conflict,
-    /// JetStream cannot serve now (disconnected, no leader, timed out).
-    Unavailable(String),
-    /// The bucket is gone; the provisioner must create it again.
-    BucketMissing,
-    /// A record that does not parse.
-    Corrupt(String),
-    /// An answer this adapter does not understand.
-    Unexpected(String),
-}
-
-/// One write: the record body and the headers that go with it.
-pub struct Write {
-    pub event: WriteEvent,
-    /// Whole seconds: every write carries a TTL, so no record outlives it.
-    pub ttl_secs: u64,
-    pub body: Vec<u8>,
-}
-
-/// A handle on the bucket; cheap to clone.
-#[derive(Clone)]
-pub struct Bucket {
-    client: Client,
-    timeout: Duration,
+/// A handle on the bucket.
+pub(super) struct Bucket {
+    jetstream: JetStream,
+    /// `STREAM.MSG.GET` and `STREAM.INFO` of the bucket's stream.
+    msg_get: Subject,
+    stream_info: Subject,
     /// Highest revision seen by this gateway: if the bucket must ever be
     /// created again, its sequence starts above this so fences still grow.
     highest_seen: Arc<AtomicU64>,
@@ -105,16 +77,6 @@ pub struct Bucket {
     confirm_reads: bool,
     /// The keys being read with confirmation now (see [`Bucket::last`]).
     reads: Arc<Mutex<HashMap<String, Arc<KeyReads>>>>,
-}
-
-#[derive(Deserialize)]
-struct ApiError {
-    #[serde(default)]
-    code: u64,
-    #[serde(default)]
-    err_code: u64,
-    #[serde(default)]
-    description: String,
 }
 
 #[derive(Deserialize)]
@@ -156,15 +118,15 @@ struct StoredMessage {
 }
 
 impl Bucket {
-    pub(crate) fn new(
-        client: Client,
-        timeout: Duration,
+    pub(super) fn new(
+        jetstream: JetStream,
         highest_seen: Arc<AtomicU64>,
         confirm_reads: bool,
     ) -> Self {
         Bucket {
-            client,
-            timeout,
+            jetstream,
+            msg_get: api_subject(&format!("STREAM.MSG.GET.{STREAM}")),
+            stream_info: api_subject(&format!("STREAM.INFO.{STREAM}")),
             highest_seen,
             confirm_reads,
             reads: Arc::default(),
@@ -179,7 +141,7 @@ impl Bucket {
     /// read of a key runs at a time, and the reads that arrived while it
     /// ran share the next one: it starts after they arrived and its barrier
     /// lands before they answer, so its answer is current for each of them.
-    pub async fn last(&self, key: &str) -> Result<Option<Entry>, StoreError> {
+    pub(super) async fn last(&self, key: &str) -> Result<Option<Entry>, StoreError> {
         if !self.confirm_reads {
             return self.read(key).await.map(|(_, entry)| entry);
         }
@@ -235,10 +197,11 @@ impl Bucket {
             headers.insert(EXPECTED_SEQ, seq.to_string().as_str());
             headers.insert(EXPECTED_SEQ_SUBJECT, key_subject(key).as_str());
             let reply = self
-                .request(READ_BARRIER_SUBJECT.into(), headers, Bytes::new())
+                .jetstream
+                .request(READ_BARRIER_SUBJECT, headers, Bytes::new())
                 .await
                 // A node that stopped leading no longer listens: no leader here.
-                .map_err(|err| err.or_missing(StoreError::Unavailable(NO_LEADER.into())))?;
+                .map_err(|err| or_missing(err, StoreError::Unavailable(NO_LEADER.into())))?;
             let ack: PubAck = serde_json::from_slice(&reply)
                 .map_err(|err| StoreError::Unexpected(format!("barrier ack: {err}")))?;
             match ack.error {
@@ -246,10 +209,10 @@ impl Bucket {
                     self.saw(ack.seq);
                     return Ok(true);
                 }
-                Some(err) if err.err_code == ERR_WRONG_LAST_SEQUENCE => return Ok(false),
+                Some(err) if err.err_code == code::WRONG_LAST_SEQUENCE => return Ok(false),
                 // Another barrier or write on the key is in flight; it
                 // lands in a moment, so ask again shortly.
-                Some(err) if err.err_code == ERR_WRONG_LAST_SEQUENCE_IN_FLIGHT => {
+                Some(err) if err.err_code == code::WRONG_LAST_SEQUENCE_IN_FLIGHT => {
                     tokio::time::sleep(busy_backoff(attempt)).await;
                 }
                 Some(err) => return Err(api_error(err)),
@@ -261,18 +224,18 @@ impl Bucket {
     /// The last message of `key` and its sequence (0 when there is none),
     /// as the node that answers `STREAM.MSG.GET` sees it.
     async fn read(&self, key: &str) -> Result<(u64, Option<Entry>), StoreError> {
-        let subject = format!("$JS.API.STREAM.MSG.GET.{STREAM}");
         let body = serde_json::to_vec(&serde_json::json!({ "last_by_subj": key_subject(key) }))
             .expect("a JSON object serializes");
         let reply = self
-            .request(subject, HeaderMap::new(), body.into())
+            .jetstream
+            .request(self.msg_get.clone(), HeaderMap::new(), body.into())
             .await
-            .map_err(|err| err.or_missing(StoreError::Unavailable(NO_JETSTREAM.into())))?;
+            .map_err(|err| or_missing(err, StoreError::Unavailable(NO_JETSTREAM.into())))?;
         let answer: MsgGet = serde_json::from_slice(&reply)
             .map_err(|err| StoreError::Unexpected(format!("message get reply: {err}")))?;
         if let Some(err) = answer.error {
             return match err.err_code {
-                ERR_NO_MESSAGE_FOUND => Ok((0, None)),
+                code::NO_MESSAGE_FOUND => Ok((0, None)),
                 _ => Err(api_error(err)),
             };
         }
@@ -303,8 +266,7 @@ impl Bucket {
 
     /// Every key that has a message in the bucket (held, released or
     /// expired), from the stream leader's `STREAM.INFO`, page by page.
-    pub async fn keys(&self) -> Result<Vec<String>, StoreError> {
-        let subject = format!("$JS.API.STREAM.INFO.{STREAM}");
+    pub(super) async fn keys(&self) -> Result<Vec<String>, StoreError> {
         let prefix = key_subject("");
         let mut keys = Vec::new();
         loop {
@@ -314,9 +276,10 @@ impl Bucket {
             }))
             .expect("a JSON object serializes");
             let reply = self
-                .request(subject.clone(), HeaderMap::new(), body.into())
+                .jetstream
+                .request(self.stream_info.clone(), HeaderMap::new(), body.into())
                 .await
-                .map_err(|err| err.or_missing(StoreError::Unavailable(NO_JETSTREAM.into())))?;
+                .map_err(|err| or_missing(err, StoreError::Unavailable(NO_JETSTREAM.into())))?;
             let info: StreamInfo = serde_json::from_slice(&reply)
                 .map_err(|err| StoreError::Unexpected(format!("stream info reply: {err}")))?;
             if let Some(err) = info.error {
@@ -336,9 +299,15 @@ impl Bucket {
 
     /// Writes `write` to `key` if the key's last sequence is `expected`
     /// (0: the key has no message), and returns the new revision.
-    pub async fn write(&self, key: &str, expected: u64, write: Write) -> Result<u64, StoreError> {
+    pub(super) async fn write(
+        &self,
+        key: &str,
+        expected: u64,
+        write: Write,
+    ) -> Result<u64, StoreError> {
         // Names made once: parsing a name on every write was a few
         // percent of a renew (callgrind).
+        const PREVIOUS_HOLDER: HeaderName = HeaderName::from_static(HEADER_PREVIOUS_HOLDER);
         const EXPECTED_SEQ: HeaderName = HeaderName::from_static(HEADER_EXPECTED_SEQ);
         const TTL: HeaderName = HeaderName::from_static(HEADER_TTL);
         const EVENT: HeaderName = HeaderName::from_static(HEADER_EVENT);
@@ -354,11 +323,15 @@ impl Bucket {
             headers.insert(KV_OPERATION, "PURGE");
             headers.insert(ROLLUP, "sub");
         }
+        if let Some(holder) = write.previous_holder {
+            headers.insert(PREVIOUS_HOLDER, holder);
+        }
         let reply = self
+            .jetstream
             .request(key_subject(key), headers, write.body.into())
             .await
             // Nothing listens on the key subject: no stream captures it.
-            .map_err(|err| err.or_missing(StoreError::BucketMissing))?;
+            .map_err(|err| or_missing(err, StoreError::BucketMissing))?;
         self.acknowledged(&reply)
     }
 
@@ -368,7 +341,9 @@ impl Bucket {
             .map_err(|err| StoreError::Unexpected(format!("publish ack: {err}")))?;
         if let Some(err) = ack.error {
             return Err(match err.err_code {
-                ERR_WRONG_LAST_SEQUENCE | ERR_WRONG_LAST_SEQUENCE_IN_FLIGHT => StoreError::Conflict,
+                code::WRONG_LAST_SEQUENCE | code::WRONG_LAST_SEQUENCE_IN_FLIGHT => {
+                    StoreError::Conflict
+                }
                 _ => api_error(err),
             });
         }
@@ -379,55 +354,21 @@ impl Bucket {
     fn saw(&self, seq: u64) {
         self.highest_seen.fetch_max(seq, Ordering::Relaxed);
     }
-
-    async fn request(
-        &self,
-        subject: String,
-        headers: HeaderMap,
-        body: Bytes,
-    ) -> Result<Bytes, RequestFailure> {
-        if self.client.connection_state() != State::Connected {
-            return Err(RequestFailure::Failed("not connected to NATS".into()));
-        }
-        let call = self.client.request_with_headers(subject, headers, body);
-        match tokio::time::timeout(self.timeout, call).await {
-            Err(_) => Err(RequestFailure::Failed(format!(
-                "JetStream did not answer within {} ms",
-                self.timeout.as_millis()
-            ))),
-            Ok(Err(err)) => Err(match err.kind() {
-                RequestErrorKind::NoResponders => RequestFailure::NoResponders,
-                RequestErrorKind::TimedOut => {
-                    RequestFailure::Failed("JetStream request timed out".into())
-                }
-                _ => RequestFailure::Failed(format!("NATS request: {err}")),
-            }),
-            Ok(Ok(msg)) => Ok(msg.payload),
-        }
-    }
 }
 
-const NO_JETSTREAM: &str = "JetStream is not enabled or not reachable";
 const NO_LEADER: &str = "no stream leader reachable";
 
-/// A request that got no usable answer. What "no responders" means depends
-/// on the subject, so the caller decides.
-enum RequestFailure {
-    NoResponders,
-    Failed(String),
-}
-
-impl RequestFailure {
-    fn or_missing(self, no_responders: StoreError) -> StoreError {
-        match self {
-            RequestFailure::NoResponders => no_responders,
-            RequestFailure::Failed(reason) => StoreError::Unavailable(reason),
-        }
+/// A request that got no usable answer, in the core's terms:
+/// `no_responders` is what nobody listening means on the subject asked.
+fn or_missing(failure: Failure, no_responders: StoreError) -> StoreError {
+    match failure {
+        Failure::NoResponders => no_responders,
+        Failure::Failed(reason) => StoreError::Unavailable(reason),
     }
 }
 
 fn api_error(err: ApiError) -> StoreError {
-    if err.err_code == ERR_STREAM_NOT_FOUND {
+    if err.err_code == code::STREAM_NOT_FOUND {
         StoreError::BucketMissing
     } else if err.code == 503 {
         StoreError::Unavailable(format!("JetStream: {}", err.description))

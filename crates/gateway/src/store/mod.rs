@@ -1,11 +1,15 @@
 //! The JetStream side: the `leases` bucket, its provisioning, and whether it
 //! can serve right now.
 //!
-//! [`Store`] is what the core holds. A background task ([`keep_provisioned`])
-//! keeps its availability current: ready, unsupported (server older than
-//! 2.11), or unavailable (JetStream off or unreachable, retried).
+//! [`Store`] is what the core holds, as its [`Records`] seam. A background
+//! task ([`keep_provisioned`]) keeps its availability current: ready,
+//! unsupported (server older than 2.11), or unavailable (JetStream off or
+//! unreachable, retried). The store knows the core only through that seam
+//! (`core::ports`): it translates server answers into the core's
+//! [`StoreError`], once, in `bucket.rs`.
 
 mod bucket;
+mod jsapi;
 mod provision;
 
 use std::sync::Arc;
@@ -13,57 +17,98 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_nats::Client;
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use bucket::{Bucket, StoreError, Write};
-pub use provision::{BucketSettings, Provisioned, Refusal};
+use crate::core::ports::{Availability, Records, StoreError, Write};
+use bucket::Bucket;
+use dagnats_leases_wire::record::Entry;
+use jsapi::JetStream;
+use provision::Provisioned;
+pub(crate) use provision::{BucketSettings, Refusal};
 
-/// Whether the bucket can serve now.
+/// What the provisioner last found: a bucket handle while it is ready.
 #[derive(Clone)]
-pub enum Availability {
-    Ready(Bucket),
-    Unsupported { server_version: String },
+enum State {
+    /// Behind an `Arc`: each store call takes the handle out of the watch,
+    /// and one counter increment is the cheapest way to.
+    Ready(Arc<Bucket>),
+    Unsupported {
+        server_version: String,
+    },
     Unavailable(String),
 }
 
-/// The bucket as the core sees it; cheap to clone.
-#[derive(Clone)]
-pub struct Store {
-    state: watch::Receiver<Availability>,
+/// The bucket as the core sees it ([`Records`]).
+pub(crate) struct Store {
+    state: watch::Receiver<State>,
     repair: Arc<Notify>,
 }
 
 impl Store {
-    /// The bucket's current availability.
-    pub fn availability(&self) -> Availability {
-        self.state.borrow().clone()
+    /// The handle of a ready bucket, or why there is none.
+    fn bucket(&self) -> Result<Arc<Bucket>, StoreError> {
+        match &*self.state.borrow() {
+            State::Ready(bucket) => Ok(bucket.clone()),
+            State::Unsupported { server_version } => Err(StoreError::Unavailable(format!(
+                "nats-server {server_version} has no per-key TTL"
+            ))),
+            State::Unavailable(reason) => Err(StoreError::Unavailable(reason.clone())),
+        }
+    }
+}
+
+impl Records for Store {
+    fn availability(&self) -> Availability {
+        match &*self.state.borrow() {
+            State::Ready(_) => Availability::Ready,
+            State::Unsupported { server_version } => Availability::Unsupported {
+                server_version: server_version.clone(),
+            },
+            State::Unavailable(reason) => Availability::Unavailable(reason.clone()),
+        }
     }
 
-    /// Asks the provisioner to check the bucket now, e.g. after a write
-    /// found it missing.
-    pub fn request_repair(&self) {
+    fn last<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Entry>, StoreError>> {
+        let bucket = self.bucket();
+        async move { bucket?.last(key).await }.boxed()
+    }
+
+    fn write<'a>(
+        &'a self,
+        key: &'a str,
+        expected: u64,
+        write: Write,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        let bucket = self.bucket();
+        async move { bucket?.write(key, expected, write).await }.boxed()
+    }
+
+    fn keys(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        let bucket = self.bucket();
+        async move { bucket?.keys().await }.boxed()
+    }
+
+    /// Wakes the provisioner to check the bucket now.
+    fn request_repair(&self) {
         self.repair.notify_one();
     }
 }
 
 /// The provisioner's half of a [`Store`].
-pub struct Provisioner {
+pub(crate) struct Provisioner {
     client: Client,
     settings: BucketSettings,
-    state: watch::Sender<Availability>,
+    state: watch::Sender<State>,
     repair: Arc<Notify>,
     highest_seen: Arc<AtomicU64>,
-    request_timeout: Duration,
 }
 
 /// A store and the provisioner that keeps it current.
-pub fn store(
-    client: Client,
-    settings: BucketSettings,
-    request_timeout: Duration,
-) -> (Store, Provisioner) {
-    let (state, rx) = watch::channel(Availability::Unavailable(
+pub(crate) fn store(client: Client, settings: BucketSettings) -> (Store, Provisioner) {
+    let (state, rx) = watch::channel(State::Unavailable(
         "the leases bucket is not provisioned yet".into(),
     ));
     let repair = Arc::new(Notify::new());
@@ -77,7 +122,6 @@ pub fn store(
         state,
         repair,
         highest_seen: Arc::new(AtomicU64::new(0)),
-        request_timeout,
     };
     (store, provisioner)
 }
@@ -91,27 +135,27 @@ const RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// Keeps the bucket provisioned until `shutdown`. Returns the refusal if an
 /// existing bucket is one the gateway must not run on.
-pub async fn keep_provisioned(p: Provisioner, shutdown: CancellationToken) -> Result<(), Refusal> {
+pub(crate) async fn keep_provisioned(
+    p: Provisioner,
+    shutdown: CancellationToken,
+) -> Result<(), Refusal> {
+    let jetstream = JetStream::new(p.client.clone());
     let mut retry = RETRY_MIN;
     let mut last_note = String::new();
     loop {
         let first_seq = p.highest_seen.load(Ordering::Relaxed) + 1;
         let outcome = if p.client.connection_state() == async_nats::connection::State::Connected {
-            provision::provision(&p.client, &p.settings, first_seq).await?
+            let server_version = p.client.server_info().version;
+            provision::provision(&jetstream, server_version, &p.settings, first_seq).await?
         } else {
             Provisioned::Unavailable("not connected to NATS".into())
         };
         let (availability, wait, note) = match outcome {
             Provisioned::Ready { replicas } => {
                 retry = RETRY_MIN;
-                let bucket = Bucket::new(
-                    p.client.clone(),
-                    p.request_timeout,
-                    p.highest_seen.clone(),
-                    replicas > 1,
-                );
+                let bucket = Bucket::new(jetstream.clone(), p.highest_seen.clone(), replicas > 1);
                 (
-                    Availability::Ready(bucket),
+                    State::Ready(Arc::new(bucket)),
                     RECHECK,
                     "leases bucket ready".to_string(),
                 )
@@ -120,18 +164,18 @@ pub async fn keep_provisioned(p: Provisioner, shutdown: CancellationToken) -> Re
                 let note = format!(
                     "nats-server {server_version} is older than 2.11: no leases bucket, every lease call answers unsupported"
                 );
-                (Availability::Unsupported { server_version }, RECHECK, note)
+                (State::Unsupported { server_version }, RECHECK, note)
             }
             Provisioned::Unavailable(reason) => {
                 let wait = retry;
                 retry = (retry * 2).min(RETRY_MAX);
                 let note = format!("leases unavailable: {reason}; retrying");
-                (Availability::Unavailable(reason), wait, note)
+                (State::Unavailable(reason), wait, note)
             }
         };
         if note != last_note {
             match availability {
-                Availability::Ready(_) => tracing::info!("{note}"),
+                State::Ready(_) => tracing::info!("{note}"),
                 _ => tracing::warn!("{note}"),
             }
             last_note = note;

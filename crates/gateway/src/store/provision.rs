@@ -7,29 +7,26 @@
 
 use std::time::Duration;
 
-use async_nats::Client;
 use serde_json::{Value, json};
 
+use super::jsapi::{JetStream, code};
 use dagnats_leases_wire::names::{BUCKET, CHANGED_PREFIX, KEY_SUBJECTS, STREAM};
 
-const ERR_STREAM_NOT_FOUND: u64 = 10059;
-const ERR_STREAM_NAME_IN_USE: u64 = 10058;
-
 /// First server version with per-message TTL.
-pub const MIN_SERVER_VERSION: (u64, u64) = (2, 11);
+pub(crate) const MIN_SERVER_VERSION: (u64, u64) = (2, 11);
 
 /// What the bucket must look like.
 #[derive(Debug, Clone)]
-pub struct BucketSettings {
+pub(crate) struct BucketSettings {
     /// Replicas for a new bucket; `Some` also scales an existing one.
-    pub replicas: Option<usize>,
+    pub(crate) replicas: Option<usize>,
     /// How long the server keeps the marker it writes when a lease expires.
-    pub marker_ttl: Duration,
+    pub(crate) marker_ttl: Duration,
 }
 
 /// Where provisioning got to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Provisioned {
+pub(crate) enum Provisioned {
     /// The bucket exists with the settings leases need, at `replicas`.
     Ready { replicas: u64 },
     /// The server is older than 2.11: no bucket is created.
@@ -44,7 +41,7 @@ pub enum Provisioned {
 pub struct Refusal(pub String);
 
 /// Parses `major.minor` from a server version such as `2.11.3-beta`.
-pub fn parse_version(version: &str) -> Option<(u64, u64)> {
+pub(crate) fn parse_version(version: &str) -> Option<(u64, u64)> {
     let mut parts = version.trim_start_matches('v').split('.');
     let major = parts.next()?.parse().ok()?;
     let minor = parts
@@ -123,22 +120,6 @@ fn check_immutable(config: &Value) -> Result<(), Refusal> {
     Ok(())
 }
 
-async fn api(client: &Client, op: &str, body: Value) -> Result<Value, String> {
-    let subject = format!("$JS.API.{op}");
-    let payload = serde_json::to_vec(&body).expect("JSON serializes");
-    let call = client.request(subject, payload.into());
-    let reply = tokio::time::timeout(Duration::from_secs(5), call)
-        .await
-        .map_err(|_| "JetStream did not answer within 5 s".to_string())?
-        .map_err(|err| match err.kind() {
-            async_nats::RequestErrorKind::NoResponders => {
-                "JetStream is not enabled or not reachable".to_string()
-            }
-            _ => format!("JetStream request failed: {err}"),
-        })?;
-    serde_json::from_slice(&reply.payload).map_err(|err| format!("JetStream reply: {err}"))
-}
-
 fn err_code(reply: &Value) -> Option<u64> {
     reply
         .get("error")
@@ -154,12 +135,12 @@ fn describe(reply: &Value) -> String {
 
 /// One provisioning pass. `first_seq` is where a new bucket's sequence
 /// starts, so fences keep growing if the bucket had to be created again.
-pub async fn provision(
-    client: &Client,
+pub(super) async fn provision(
+    jetstream: &JetStream,
+    server_version: String,
     settings: &BucketSettings,
     first_seq: u64,
 ) -> Result<Provisioned, Refusal> {
-    let server_version = client.server_info().version;
     match parse_version(&server_version) {
         Some(version) if version >= MIN_SERVER_VERSION => {}
         _ => return Ok(Provisioned::Unsupported { server_version }),
@@ -168,18 +149,24 @@ pub async fn provision(
     // Two passes: a stream created by another gateway between our info and
     // create calls is read and checked on the second.
     for _ in 0..2 {
-        let info = match api(client, &format!("STREAM.INFO.{STREAM}"), json!({})).await {
+        let info = match jetstream
+            .api(&format!("STREAM.INFO.{STREAM}"), &json!({}))
+            .await
+        {
             Ok(info) => info,
             Err(reason) => return unavailable(reason),
         };
         match err_code(&info) {
-            None => return update(client, settings, info["config"].clone()).await,
-            Some(ERR_STREAM_NOT_FOUND) => {}
+            None => return update(jetstream, settings, info["config"].clone()).await,
+            Some(code::STREAM_NOT_FOUND) => {}
             Some(_) => return unavailable(describe(&info)),
         }
         let config = required_config(json!({}), settings, first_seq);
         let replicas = replicas(&config);
-        let created = match api(client, &format!("STREAM.CREATE.{STREAM}"), config).await {
+        let created = match jetstream
+            .api(&format!("STREAM.CREATE.{STREAM}"), &config)
+            .await
+        {
             Ok(created) => created,
             Err(reason) => return unavailable(reason),
         };
@@ -188,7 +175,7 @@ pub async fn provision(
                 tracing::info!(stream = STREAM, "created the leases bucket");
                 return Ok(Provisioned::Ready { replicas });
             }
-            Some(ERR_STREAM_NAME_IN_USE) => continue,
+            Some(code::STREAM_NAME_IN_USE) => continue,
             Some(_) => return unavailable(format!("creating {STREAM}: {}", describe(&created))),
         }
     }
@@ -196,7 +183,7 @@ pub async fn provision(
 }
 
 async fn update(
-    client: &Client,
+    jetstream: &JetStream,
     settings: &BucketSettings,
     existing: Value,
 ) -> Result<Provisioned, Refusal> {
@@ -208,7 +195,10 @@ async fn update(
     if wanted == existing {
         return Ok(ready);
     }
-    let reply = match api(client, &format!("STREAM.UPDATE.{STREAM}"), wanted).await {
+    let reply = match jetstream
+        .api(&format!("STREAM.UPDATE.{STREAM}"), &wanted)
+        .await
+    {
         Ok(reply) => reply,
         Err(reason) => return Ok(Provisioned::Unavailable(reason)),
     };

@@ -20,7 +20,11 @@
 //! the granting reply arrives and runs until the granting request's start
 //! plus the TTL (or less, when the reply's `expires_at` says so, as for an
 //! idempotent acquire that did not extend the lease); renew extends it, a
-//! release ends it when sent, `lost` ends it when heard. Starting at the
+//! release ends it when sent, `lost` ends it when heard. A transfer ends
+//! the sender's entitlement when sent (it stops acting as owner first,
+//! whatever the answer) and, granted, starts the receiver's as an acquire
+//! granted to it would: a new tenure from the reply, for the TTL from the
+//! request's start. Starting at the
 //! reply rather than the request is what a holder can do: it cannot act on
 //! a grant it has not heard of, and a request that waits out a leader
 //! election may legitimately be granted after the previous lease expired.
@@ -56,6 +60,15 @@ pub enum Call {
     Release {
         holder: String,
         revision: u64,
+        outcome: Outcome,
+    },
+    /// `holder`, holding at `revision`, hands the key to `to`; a grant is
+    /// `to`'s new lease.
+    Transfer {
+        holder: String,
+        revision: u64,
+        to: String,
+        ttl: Duration,
         outcome: Outcome,
     },
     Owner {
@@ -162,6 +175,13 @@ fn acknowledged_writes<'a>(ops: &[&'a Op]) -> Vec<Write<'a>> {
             }
             | Call::Renew {
                 holder,
+                ttl,
+                outcome,
+                ..
+            }
+            // A transfer writes the receiver's lease.
+            | Call::Transfer {
+                to: holder,
                 ttl,
                 outcome,
                 ..
@@ -282,17 +302,22 @@ struct Entitled<'a> {
 }
 
 /// Each holder's entitlements, from its own calls (a holder makes one call
-/// at a time on a key, so its calls in start order are its story).
+/// at a time on a key, so its calls in start order are its story); a
+/// transfer is in the stories of both holders it names.
 fn entitlements<'a>(ops: &[&'a Op]) -> Vec<Entitled<'a>> {
     let mut by_holder: HashMap<&str, Vec<&Op>> = HashMap::new();
     for op in ops {
-        let holder = match &op.call {
+        let (holder, receiver) = match &op.call {
             Call::Acquire { holder, .. }
             | Call::Renew { holder, .. }
-            | Call::Release { holder, .. } => holder,
+            | Call::Release { holder, .. } => (holder, None),
+            Call::Transfer { holder, to, .. } => (holder, Some(to)),
             _ => continue,
         };
         by_holder.entry(holder).or_default().push(op);
+        if let Some(to) = receiver {
+            by_holder.entry(to).or_default().push(op);
+        }
     }
     let mut all = Vec::new();
     for (holder, mut calls) in by_holder {
@@ -339,6 +364,19 @@ fn entitlements<'a>(ops: &[&'a Op]) -> Vec<Entitled<'a>> {
                     ..
                 } => end_at(&mut current, op.end),
                 Call::Release { .. } => end_at(&mut current, op.start),
+                Call::Transfer { holder: from, .. } if from == holder => {
+                    end_at(&mut current, op.start)
+                }
+                Call::Transfer {
+                    ttl,
+                    outcome: Outcome::Granted { revision, lasts },
+                    ..
+                } => {
+                    all.extend(current.take());
+                    tenure = Some(*revision);
+                    let until = op.start + (*ttl).min(*lasts);
+                    extend(&mut current, holder, *revision, op.end, until);
+                }
                 _ => {}
             }
         }

@@ -24,6 +24,11 @@ pub fn release(key: &str, holder: &str, revision: impl Serialize) -> Value {
     json!({"key": key, "holder": holder, "revision": revision})
 }
 
+/// The body of `api.leases.transfer`.
+pub fn transfer(key: &str, holder: &str, revision: impl Serialize, to: &str, ttl_ms: u64) -> Value {
+    json!({"key": key, "holder": holder, "revision": revision, "to": to, "ttl_ms": ttl_ms})
+}
+
 impl Setup {
     /// `api.leases.acquire`; the reply.
     pub async fn acquire(&self, key: &str, holder: &str, ttl_ms: u64) -> Value {
@@ -45,6 +50,24 @@ impl Setup {
     /// `api.leases.release`; the reply.
     pub async fn release(&self, key: &str, holder: &str, revision: impl Serialize) -> Value {
         self.call("release", release(key, holder, revision)).await
+    }
+
+    /// `api.leases.transfer`; the reply.
+    pub async fn transfer(
+        &self,
+        key: &str,
+        holder: &str,
+        revision: impl Serialize,
+        to: &str,
+        ttl_ms: u64,
+    ) -> Value {
+        self.call("transfer", transfer(key, holder, revision, to, ttl_ms))
+            .await
+    }
+
+    /// `api.leases.list` with a JSON body; the reply.
+    pub async fn list(&self, body: Value) -> Value {
+        self.call("list", body).await
     }
 
     /// `api.leases.owner`; the reply.
@@ -79,6 +102,19 @@ impl Http {
     ) -> HttpReply {
         let body = json!({"holder": holder, "revision": revision, "ttl_ms": ttl_ms});
         self.post(&format!("/v1/leases/{key}/renew"), body).await
+    }
+
+    /// `POST /v1/leases/{key}/transfer`.
+    pub async fn transfer(
+        &self,
+        key: &str,
+        holder: &str,
+        revision: impl Serialize,
+        to: &str,
+        ttl_ms: u64,
+    ) -> HttpReply {
+        let body = json!({"holder": holder, "revision": revision, "to": to, "ttl_ms": ttl_ms});
+        self.post(&format!("/v1/leases/{key}/transfer"), body).await
     }
 
     /// `POST /v1/leases/{key}/release`.

@@ -16,6 +16,12 @@ pub enum Answer {
     Bytes(usize),
     /// `Dagnats-Lease-Reject: stale`, empty body.
     Reject,
+    /// An empty body with the reject header spelled as given (name, value),
+    /// as an owner whose client changes the case of header names would.
+    RejectSpelled(&'static str, &'static str),
+    /// `Dagnats-Lease-Reject: stale`, each only after this long (requests
+    /// are answered one at a time).
+    RejectAfter(std::time::Duration),
     /// Never.
     Silent,
 }
@@ -55,6 +61,15 @@ impl Owner {
                     }
                     Answer::Bytes(n) => vec![b'x'; n],
                     Answer::Reject => {
+                        headers.insert("Dagnats-Lease-Reject", "stale");
+                        Vec::new()
+                    }
+                    Answer::RejectSpelled(name, value) => {
+                        headers.insert(name, value);
+                        Vec::new()
+                    }
+                    Answer::RejectAfter(delay) => {
+                        tokio::time::sleep(delay).await;
                         headers.insert("Dagnats-Lease-Reject", "stale");
                         Vec::new()
                     }

@@ -1,0 +1,339 @@
+//! The decision rules of acquire, renew, release and revoke, over the
+//! in-memory fakes (`core/fakes.rs`). Each rule also has its test against a
+//! real nats-server in `crates/gateway/tests/leases.rs`.
+
+use std::time::Duration;
+
+use serde_json::json;
+use time::OffsetDateTime;
+
+use super::{EXPIRY_MARGIN, LeaseCore, MAX_ROUNDS};
+use crate::core::LeaseError;
+use crate::core::fakes::{self, FakeRecords, WriteScript, request};
+use dagnats_leases_wire::kind::Kind;
+use dagnats_leases_wire::record::Entry;
+use dagnats_leases_wire::reply::{Grant, Released};
+
+fn core() -> (LeaseCore, std::sync::Arc<FakeRecords>) {
+    let (core, records, _) = fakes::core(1 << 20);
+    (core, records)
+}
+
+async fn acquire(core: &LeaseCore, holder: &str) -> Result<Grant, LeaseError> {
+    let req = json!({"key": "k", "holder": holder, "ttl_ms": 10_000});
+    core.acquire(request(req)).await
+}
+
+async fn renew(core: &LeaseCore, holder: &str, revision: u64) -> Result<Grant, LeaseError> {
+    let req = json!({"key": "k", "holder": holder, "revision": revision, "ttl_ms": 20_000});
+    core.renew(request(req)).await
+}
+
+async fn release(core: &LeaseCore, holder: &str, revision: u64) -> Result<Released, LeaseError> {
+    let req = json!({"key": "k", "holder": holder, "revision": revision});
+    core.release(request(req)).await
+}
+
+fn kind<T: std::fmt::Debug>(result: Result<T, LeaseError>) -> Kind {
+    result.expect_err("the call fails").kind()
+}
+
+fn released(holder: &str, revision: u64) -> Released {
+    Released {
+        released: true,
+        held: false,
+        key: "k".into(),
+        holder: holder.into(),
+        revision,
+    }
+}
+
+#[tokio::test]
+async fn acquiring_a_free_key_grants_it_at_a_new_revision() {
+    let (core, records) = core();
+    let grant = acquire(&core, "a").await.unwrap();
+    assert!(grant.granted);
+    assert_eq!(grant.lease.key, "k");
+    assert_eq!(grant.lease.holder, "a");
+    assert_eq!(grant.lease.revision, 1);
+    assert_eq!(grant.lease.ttl_ms, 10_000);
+    assert_eq!(
+        grant.lease.expires_at - grant.lease.acquired_at,
+        Duration::from_secs(10)
+    );
+    assert!(matches!(
+        records.entry("k"),
+        Some(Entry::Held {
+            seq: 1,
+            renewed: false,
+            ..
+        })
+    ));
+    assert_eq!(records.ttl_secs("k"), Some(10));
+}
+
+#[tokio::test]
+async fn the_holder_acquiring_again_gets_its_lease_back_unchanged() {
+    let (core, records) = core();
+    let first = acquire(&core, "a").await.unwrap();
+    let again = acquire(&core, "a").await.unwrap();
+    assert!(again.granted);
+    // The same lease on the wire: same revision, acquired_at and expiry
+    // (the TTL is not extended).
+    let wire = |grant: &Grant| serde_json::to_value(&grant.lease).expect("a lease serializes");
+    assert_eq!(wire(&again), wire(&first));
+    assert_eq!(again.lease.revision, 1);
+    assert_eq!(records.writes(), 1);
+}
+
+#[tokio::test]
+async fn another_holder_acquiring_a_held_key_gets_the_current_lease_not_granted() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    let refused = acquire(&core, "b").await.unwrap();
+    assert!(!refused.granted);
+    assert_eq!(refused.lease.holder, "a");
+    assert_eq!(refused.lease.revision, 1);
+    assert_eq!(records.writes(), 1);
+}
+
+#[tokio::test]
+async fn an_expired_key_is_acquired_over_its_marker() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    let marker = records.expire("k");
+    let grant = acquire(&core, "b").await.unwrap();
+    assert!(grant.granted);
+    assert_eq!(grant.lease.holder, "b");
+    assert_eq!(grant.lease.revision, marker + 1);
+}
+
+#[tokio::test]
+async fn a_renew_at_the_current_revision_carries_the_new_fence_and_keeps_acquired_at() {
+    let (core, records) = core();
+    let grant = acquire(&core, "a").await.unwrap();
+    let renewed = renew(&core, "a", grant.lease.revision).await.unwrap();
+    assert!(renewed.granted);
+    assert_eq!(renewed.lease.revision, 2);
+    assert_eq!(renewed.lease.ttl_ms, 20_000);
+    assert_eq!(renewed.lease.acquired_at, grant.lease.acquired_at);
+    assert!(matches!(
+        records.entry("k"),
+        Some(Entry::Held {
+            seq: 2,
+            renewed: true,
+            ..
+        })
+    ));
+    assert_eq!(records.ttl_secs("k"), Some(20));
+}
+
+#[tokio::test]
+async fn a_renew_at_a_revision_this_gateway_wrote_is_one_write_and_no_read() {
+    let (core, records) = core();
+    let grant = acquire(&core, "a").await.unwrap();
+    let reads = records.reads();
+    renew(&core, "a", grant.lease.revision).await.unwrap();
+    assert_eq!(records.reads(), reads);
+    assert_eq!(records.writes(), 2);
+}
+
+#[tokio::test]
+async fn a_renew_at_a_stale_revision_is_lost() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    renew(&core, "a", 1).await.unwrap();
+    renew(&core, "a", 2).await.unwrap();
+    assert_eq!(kind(renew(&core, "a", 1).await), Kind::Lost);
+    assert_eq!(kind(renew(&core, "a", 99).await), Kind::Lost);
+    assert!(matches!(
+        records.entry("k"),
+        Some(Entry::Held { seq: 3, .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_renew_by_another_holder_is_lost() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    assert_eq!(kind(renew(&core, "b", 1).await), Kind::Lost);
+    // Also when this gateway did not write the lease and must read it.
+    let (fresh, records_b) = self::core();
+    records_b.hold("k", "a", 10_000, OffsetDateTime::now_utc());
+    assert_eq!(kind(renew(&fresh, "b", 1).await), Kind::Lost);
+    assert_eq!(records.writes(), 1);
+    assert_eq!(records_b.writes(), 0);
+}
+
+#[tokio::test]
+async fn a_renew_after_expiry_is_lost() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    records.expire("k");
+    assert_eq!(kind(renew(&core, "a", 1).await), Kind::Lost);
+    assert!(matches!(
+        records.entry("k"),
+        Some(Entry::Free {
+            seq: 2,
+            released: None
+        })
+    ));
+}
+
+#[tokio::test]
+async fn a_renew_whose_reply_was_lost_answers_the_same_when_retried() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    records.script(WriteScript::LoseNextReply);
+    assert_eq!(kind(renew(&core, "a", 1).await), Kind::Unavailable);
+    // It landed: revision 2 is the renew's own write.
+    let Some(Entry::Held {
+        seq: 2,
+        renewed: true,
+        record,
+        ..
+    }) = records.entry("k")
+    else {
+        panic!("the renew landed");
+    };
+    for _ in 0..2 {
+        let retried = renew(&core, "a", 1).await.unwrap();
+        assert!(retried.granted);
+        assert_eq!(retried.lease.revision, 2);
+        assert_eq!(retried.lease.holder, "a");
+        assert_eq!(retried.lease.acquired_at, record.acquired_at);
+    }
+    assert!(matches!(
+        records.entry("k"),
+        Some(Entry::Held { seq: 2, .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_renew_too_close_to_expiry_is_lost_before_it_is_sent() {
+    let (core, records) = core();
+    // Due to expire within the margin.
+    let written_at = OffsetDateTime::now_utc() - Duration::from_millis(1_000) + EXPIRY_MARGIN / 2;
+    let revision = records.hold("k", "a", 1_000, written_at);
+    assert_eq!(kind(renew(&core, "a", revision).await), Kind::Lost);
+    assert_eq!(records.writes(), 0);
+}
+
+#[tokio::test]
+async fn a_renew_acknowledged_after_the_lease_was_due_is_lost() {
+    let (core, records) = core();
+    // Due 1 s past the margin: in time when sent, too late when acknowledged.
+    let now = OffsetDateTime::now_utc();
+    let written_at = now - Duration::from_millis(1_000) + EXPIRY_MARGIN + Duration::from_secs(1);
+    let revision = records.hold("k", "a", 1_000, written_at);
+    let due = written_at + Duration::from_millis(1_000);
+    records.ack_not_before(due - EXPIRY_MARGIN);
+    assert_eq!(kind(renew(&core, "a", revision).await), Kind::Lost);
+    // The write itself landed; the holder was told not to count on it.
+    assert_eq!(records.writes(), 1);
+    assert!(matches!(
+        records.entry("k"),
+        Some(Entry::Held { renewed: true, .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_renew_that_conflicts_every_round_is_unavailable() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    records.script(WriteScript::AlwaysConflict);
+    let err = renew(&core, "a", 1).await.unwrap_err();
+    assert_eq!(err.kind(), Kind::Unavailable);
+    assert_eq!(err.to_string(), "k changed on every attempt; retry later");
+    // The acquire, the attempt at the known revision, then MAX_ROUNDS reads and writes.
+    assert_eq!(records.writes(), 1 + 1 + MAX_ROUNDS);
+}
+
+#[tokio::test]
+async fn an_acquire_that_conflicts_every_round_is_unavailable() {
+    let (core, records) = core();
+    records.script(WriteScript::AlwaysConflict);
+    let err = acquire(&core, "a").await.unwrap_err();
+    assert_eq!(err.kind(), Kind::Unavailable);
+    assert_eq!(err.to_string(), "k changed on every attempt; retry later");
+    assert_eq!(records.writes(), MAX_ROUNDS);
+}
+
+#[tokio::test]
+async fn a_release_frees_the_key_with_a_tombstone_at_a_new_revision() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    assert_eq!(release(&core, "a", 1).await.unwrap(), released("a", 2));
+    let Some(Entry::Free {
+        seq: 2,
+        released: Some(tombstone),
+    }) = records.entry("k")
+    else {
+        panic!("a tombstone at revision 2");
+    };
+    assert_eq!((tombstone.holder.as_str(), tombstone.prev), ("a", 1));
+    assert!(!tombstone.revoked);
+    // The tombstone lives as long as the lease it ends.
+    assert_eq!(records.ttl_secs("k"), Some(10));
+}
+
+#[tokio::test]
+async fn a_release_at_a_stale_revision_or_by_another_holder_is_lost() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    renew(&core, "a", 1).await.unwrap();
+    renew(&core, "a", 2).await.unwrap();
+    assert_eq!(kind(release(&core, "a", 1).await), Kind::Lost);
+    assert_eq!(kind(release(&core, "b", 3).await), Kind::Lost);
+    assert!(matches!(
+        records.entry("k"),
+        Some(Entry::Held { seq: 3, .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_release_after_expiry_is_lost() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    records.expire("k");
+    assert_eq!(kind(release(&core, "a", 1).await), Kind::Lost);
+}
+
+#[tokio::test]
+async fn a_release_whose_reply_was_lost_answers_released_when_retried() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    records.script(WriteScript::LoseNextReply);
+    assert_eq!(kind(release(&core, "a", 1).await), Kind::Unavailable);
+    for _ in 0..2 {
+        assert_eq!(release(&core, "a", 1).await.unwrap(), released("a", 2));
+    }
+    assert!(matches!(
+        records.entry("k"),
+        Some(Entry::Free { seq: 2, .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_release_by_a_holder_whose_lease_was_revoked_is_lost() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    let revoked = core.revoke(request(json!({"key": "k"}))).await.unwrap();
+    assert_eq!(revoked, released("a", 2));
+    assert_eq!(kind(release(&core, "a", 1).await), Kind::Lost);
+    let Some(Entry::Free {
+        released: Some(tombstone),
+        ..
+    }) = records.entry("k")
+    else {
+        panic!("a tombstone");
+    };
+    assert!(tombstone.revoked);
+}
+
+#[tokio::test]
+async fn revoking_a_free_key_is_not_held() {
+    let (core, _) = core();
+    let err = core.revoke(request(json!({"key": "k"}))).await.unwrap_err();
+    assert_eq!(err.kind(), Kind::NotHeld);
+}

@@ -1,0 +1,134 @@
+//! The seams the core reaches the outside through, owned by the core:
+//! [`Records`] (the bucket, implemented by `store`) and [`OwnerHop`]
+//! (forward's request to an owner, implemented by `owner_hop`).
+//!
+//! The core knows no transport: it sees entries, revisions and outcomes in
+//! its own terms, and the adapters translate server answers into these
+//! types once. The unit tests of the decision logic implement both with
+//! in-memory fakes (`core/fakes.rs`).
+//!
+//! Calls return boxed futures so the core can hold `Arc<dyn ...>`: one
+//! allocation per store or hop call, next to a JetStream round trip.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+
+use dagnats_leases_wire::record::{Entry, WriteEvent};
+
+/// The bucket of lease records, as the core uses it.
+pub(crate) trait Records: Send + Sync {
+    /// Whether calls can be served now; checked once at the start of each
+    /// call.
+    fn availability(&self) -> Availability;
+
+    /// The last entry of `key` as the key's current one (`None`: the key
+    /// has no message).
+    fn last<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Entry>, StoreError>>;
+
+    /// Writes `write` to `key` if the key's last revision is `expected`
+    /// (0: the key has no message), and returns the new revision; a
+    /// different last revision is [`StoreError::Conflict`].
+    fn write<'a>(
+        &'a self,
+        key: &'a str,
+        expected: u64,
+        write: Write,
+    ) -> BoxFuture<'a, Result<u64, StoreError>>;
+
+    /// Every key that has a message (held, released or expired), unordered.
+    fn keys(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+
+    /// Asks for the bucket to be checked and created again now, after a
+    /// call found it missing.
+    fn request_repair(&self);
+}
+
+/// Whether the bucket can serve now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Availability {
+    Ready,
+    /// The server is older than 2.11: there is no bucket.
+    Unsupported {
+        server_version: String,
+    },
+    /// JetStream cannot be reached or the bucket is not provisioned; why.
+    Unavailable(String),
+}
+
+/// Why a [`Records`] call failed, in the core's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StoreError {
+    /// The compare-and-set lost: the key's last revision was not the one expected.
+    Conflict,
+    /// JetStream cannot serve now (disconnected, no leader, timed out).
+    Unavailable(String),
+    /// The bucket is gone; it must be created again.
+    BucketMissing,
+    /// A record that does not parse.
+    Corrupt(String),
+    /// An answer the store does not understand.
+    Unexpected(String),
+}
+
+/// One write: the record body and what its headers say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Write {
+    pub(crate) event: WriteEvent,
+    /// Whole seconds: every write carries a TTL, so no record outlives it.
+    pub(crate) ttl_secs: u64,
+    pub(crate) body: Vec<u8>,
+    /// A transfer names the holder it takes the lease from, in
+    /// `Dagnats-Lease-Previous-Holder`.
+    pub(crate) previous_holder: Option<String>,
+}
+
+/// Forward's one request to the holder's inbox, fenced at its revision.
+pub(crate) trait OwnerHop: Send + Sync {
+    /// The largest message the server accepts.
+    fn max_payload(&self) -> usize;
+
+    /// The bytes the hop adds to a request fenced at `fence`, which must
+    /// fit max_payload together with the payload.
+    fn overhead(&self, fence: u64) -> usize;
+
+    /// One request to `holder`'s inbox for `key`; what came of it.
+    fn send<'a>(
+        &'a self,
+        holder: &'a str,
+        key: &'a str,
+        fence: u64,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> BoxFuture<'a, HopOutcome>;
+}
+
+/// What one attempt at the owner came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HopOutcome {
+    /// The owner answered; its body (headers are not relayed).
+    Replied(Bytes),
+    /// The owner refused with `Dagnats-Lease-Reject: stale` (name and value
+    /// in any case): not processed.
+    Rejected,
+    /// Nobody subscribes on the inbox: not processed.
+    NoResponders,
+    /// No answer in time: the owner may have processed it.
+    TimedOut,
+    /// The request could not be sent (e.g. NATS is disconnected).
+    Failed(String),
+}
+
+impl HopOutcome {
+    /// A short name for metrics and logs.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            HopOutcome::Replied(_) => "replied",
+            HopOutcome::Rejected => "rejected",
+            HopOutcome::NoResponders => "no_responders",
+            HopOutcome::TimedOut => "timed_out",
+            HopOutcome::Failed(_) => "failed",
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Transfer: the holder hands its lease to another holder in one
+//! compare-and-set write, so the new tenure starts exactly where the old one
+//! ends, with no free moment between them for a third holder to take.
+
+use futures::FutureExt;
+use time::OffsetDateTime;
+
+use super::error::LeaseError;
+use super::known::Known;
+use super::leases::{LeaseCore, lost, too_late};
+use super::ports::{Records, StoreError, Write};
+use dagnats_leases_wire::record::{Entry, LeaseRecord, RECORD_VERSION, WriteEvent};
+use dagnats_leases_wire::reply::Grant;
+use dagnats_leases_wire::request::TransferRequest;
+
+impl LeaseCore {
+    /// Makes `to` the holder, if `holder` holds the key at `revision`: a
+    /// new, higher fence, a new tenure (`acquired_at` is now) and the TTL
+    /// from now. Anything else is `lost`, as renew would answer; a retry
+    /// whose first write already landed gets the same grant again.
+    ///
+    /// The write is an `acquired` (a tenure starts) that names the previous
+    /// holder, in the record and in `Dagnats-Lease-Previous-Holder`.
+    pub(crate) async fn transfer(&self, req: TransferRequest) -> Result<Grant, LeaseError> {
+        let bucket = self.bucket()?;
+        let (key, revision) = (req.key.as_str(), req.revision.get());
+        let lost = || lost(key, &req.holder, req.revision);
+        let (bucket_ref, req_ref, lost_ref) = (bucket, &req, &lost);
+        let write = move |held: Known| {
+            let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
+            async move {
+                // The renew rule, for the same reason (see `renew`): a write
+                // acknowledged after the lease was due to expire may be
+                // erased by the overdue expiry, so it must not be granted.
+                if too_late(held.expires_at) {
+                    return Ok(Err(lost()));
+                }
+                let grant = self.transfer_at(bucket, req).await?;
+                Ok(if too_late(held.expires_at) {
+                    tracing::warn!(
+                        key = req.key.as_str(),
+                        revision = req.revision.get(),
+                        "transfer acknowledged after the lease was due to expire: answered lost"
+                    );
+                    Err(lost())
+                } else {
+                    Ok(grant)
+                })
+            }
+            .boxed()
+        };
+        // This very transfer already landed and its reply was lost: the
+        // key's current record is the tenure it started, unrenewed.
+        let landed = |entry: &Entry| match entry {
+            Entry::Held {
+                seq,
+                renewed: false,
+                record,
+                stored_at,
+            } if record.prev == revision
+                && record.holder == req.to.as_str()
+                && record.previous_holder.as_deref() == Some(req.holder.as_str()) =>
+            {
+                Some(Ok(Grant {
+                    granted: true,
+                    lease: record.lease(key, *seq, Some(*stored_at)),
+                }))
+            }
+            _ => None,
+        };
+        self.fenced(bucket, key, &req.holder, req.revision, write, landed)
+            .await?
+    }
+
+    /// The transfer's one write, expecting the holder's fence.
+    async fn transfer_at(
+        &self,
+        bucket: &dyn Records,
+        req: &TransferRequest,
+    ) -> Result<Grant, StoreError> {
+        let key = req.key.as_str();
+        let now = OffsetDateTime::now_utc();
+        let record = LeaseRecord {
+            v: RECORD_VERSION,
+            holder: req.to.as_str().to_string(),
+            ttl_ms: req.ttl_ms.as_millis(),
+            acquired_at: now,
+            written_at: now,
+            prev: req.revision.get(),
+            previous_holder: Some(req.holder.as_str().to_string()),
+        };
+        let write = Write {
+            event: WriteEvent::Acquired,
+            ttl_secs: req.ttl_ms.as_millis() / 1_000,
+            body: serde_json::to_vec(&record).expect("a record serializes"),
+            previous_holder: Some(req.holder.as_str().to_string()),
+        };
+        let seq = bucket.write(key, req.revision.get(), write).await?;
+        self.remember(key, seq, &record, None);
+        tracing::info!(
+            key,
+            from = req.holder.as_str(),
+            to = req.to.as_str(),
+            revision = seq,
+            "lease transferred"
+        );
+        Ok(Grant {
+            granted: true,
+            lease: record.lease(key, seq, None),
+        })
+    }
+}

@@ -1,0 +1,202 @@
+//! `api.leases.list` over NATS: the held leases sorted by key, each as
+//! `api.leases.owner` answers it, a page at a time (`after`, `limit`,
+//! `next`), never over the server's max_payload.
+
+mod common;
+
+use common::Setup;
+use serde_json::{Value, json};
+
+/// The keys of a list reply, in its order.
+fn keys(list: &Value) -> Vec<String> {
+    list["leases"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"))
+        .iter()
+        .map(|l| l["key"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Acquires `keys` for holder "h" and returns them sorted.
+async fn acquire_all(s: &Setup, keys: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut keys: Vec<String> = keys.into_iter().collect();
+    let grants = keys.iter().map(|key| s.acquire(key, "h", 15_000));
+    for grant in futures::future::join_all(grants).await {
+        assert_eq!(grant["granted"], true, "{grant}");
+    }
+    keys.sort();
+    keys
+}
+
+/// Every page from the start, `limit` at a time: the pages' keys.
+async fn pages(s: &Setup, prefix: &str, limit: u64) -> Vec<Vec<String>> {
+    let mut pages = Vec::new();
+    let mut after = Value::Null;
+    loop {
+        let page = s
+            .list(json!({"prefix": prefix, "after": after, "limit": limit}))
+            .await;
+        let got = keys(&page);
+        assert!(got.len() as u64 <= limit, "{page}");
+        let next = page["next"].clone();
+        if !next.is_null() {
+            assert_eq!(next.as_str(), got.last().map(String::as_str), "{page}");
+        }
+        pages.push(got);
+        if next.is_null() {
+            return pages;
+        }
+        after = next;
+        assert!(pages.len() < 100, "paging does not end");
+    }
+}
+
+#[tokio::test]
+async fn list_answers_held_leases_sorted_by_key_each_as_owner_answers_it() {
+    let s = Setup::start().await;
+    for key in ["shard-2", "leader", "shard-10", "shard-1"] {
+        s.acquire(key, "h", 15_000).await;
+    }
+    let gone = s.acquire("shard-3", "h", 15_000).await;
+    s.release("shard-3", "h", &gone["revision"]).await;
+    let list = s.list(json!({})).await;
+    assert_eq!(keys(&list), ["leader", "shard-1", "shard-10", "shard-2"]);
+    assert_eq!(list.as_object().unwrap().len(), 2, "{list}");
+    assert_eq!(list["next"], Value::Null);
+    for lease in list["leases"].as_array().unwrap() {
+        assert_eq!(*lease, s.owner(lease["key"].as_str().unwrap()).await);
+    }
+}
+
+#[tokio::test]
+async fn list_keeps_only_keys_with_the_prefix() {
+    let s = Setup::start().await;
+    for key in ["shard-2", "leader", "shard-1", "shar"] {
+        s.acquire(key, "h", 15_000).await;
+    }
+    let shards = s.list(json!({"prefix": "shard-"})).await;
+    assert_eq!(keys(&shards), ["shard-1", "shard-2"]);
+    let none = s.list(json!({"prefix": "nothing"})).await;
+    assert_eq!(none, json!({"leases": [], "next": null}));
+    let all = s.list(json!({"prefix": null})).await;
+    assert_eq!(keys(&all).len(), 4);
+}
+
+#[tokio::test]
+async fn after_and_limit_page_through_every_lease_exactly_once() {
+    let s = Setup::start().await;
+    let all = acquire_all(&s, (0..25).map(|i| format!("k-{i}"))).await;
+    acquire_all(&s, ["other".to_string()]).await;
+    let pages = pages(&s, "k-", 7).await;
+    let sizes: Vec<usize> = pages.iter().map(Vec::len).collect();
+    assert_eq!(sizes, [7, 7, 7, 4]);
+    assert_eq!(pages.concat(), all);
+}
+
+#[tokio::test]
+async fn a_page_that_ends_at_the_last_lease_has_next_null() {
+    let s = Setup::start().await;
+    let all = acquire_all(&s, (0..6).map(|i| format!("k-{i}"))).await;
+    // Exactly two full pages: the second one is the end, not a third empty one.
+    let pages = pages(&s, "", 3).await;
+    assert_eq!(pages.len(), 2, "{pages:?}");
+    assert_eq!(pages.concat(), all);
+    // After the last key there is nothing, and `next` says so.
+    let past = s.list(json!({"after": all.last().unwrap()})).await;
+    assert_eq!(past, json!({"leases": [], "next": null}));
+}
+
+#[tokio::test]
+async fn without_a_limit_a_list_answers_at_most_1000_leases() {
+    let s = Setup::start().await;
+    let mut all = Vec::new();
+    for chunk in 0..11 {
+        let batch = (0..100).map(|i| format!("k-{:04}", chunk * 100 + i));
+        all.extend(acquire_all(&s, batch).await);
+    }
+    all.sort();
+    let first = s.list(json!({})).await;
+    assert_eq!(keys(&first), all[..1000]);
+    assert_eq!(first["next"], all[999]);
+    let rest = s.list(json!({"after": all[999]})).await;
+    assert_eq!(keys(&rest), all[1000..]);
+    assert_eq!(rest["next"], Value::Null);
+}
+
+#[tokio::test]
+async fn an_invalid_limit_or_after_is_invalid_and_the_list_still_serves() {
+    let s = Setup::start().await;
+    s.acquire("k", "h", 15_000).await;
+    for bad in [
+        json!({"limit": 0}),
+        json!({"limit": 5001}),
+        json!({"limit": 1.5}),
+        json!({"limit": "x"}),
+        json!({"limit": -1}),
+        json!({"after": ""}),
+        json!({"after": "a.b"}),
+        json!({"after": "*"}),
+        json!({"after": 5}),
+        json!({"after": "k".repeat(129)}),
+        json!({"prefix": "a b"}),
+    ] {
+        let reply = s.list(bad.clone()).await;
+        assert_eq!(reply["kind"], "invalid", "{bad}: {reply}");
+        assert!(reply["error"].as_str().is_some_and(|e| !e.is_empty()));
+    }
+    let reply = common::call_raw(&s.client, "list", b"[]".to_vec()).await;
+    assert_eq!(reply["kind"], "invalid", "{reply}");
+    for good in [
+        json!({"limit": 1}),
+        json!({"limit": 5000}),
+        json!({"limit": 2.0}),
+    ] {
+        assert_eq!(keys(&s.list(good).await), ["k"]);
+    }
+}
+
+#[tokio::test]
+async fn a_list_reply_never_exceeds_max_payload_and_names_next_instead() {
+    const MAX_PAYLOAD: usize = 4096;
+    let (s, _config) = Setup::with_max_payload(MAX_PAYLOAD).await;
+    let all = acquire_all(&s, (0..60).map(|i| format!("shard-{i:02}"))).await;
+    let body = json!({"limit": 5000}).to_string().into_bytes();
+    let text = common::call_text(&s.client, "list", body).await;
+    assert!(text.len() <= MAX_PAYLOAD, "{} bytes", text.len());
+    let page: Value = serde_json::from_str(&text).unwrap();
+    let got = keys(&page);
+    assert!(
+        !got.is_empty() && got.len() < all.len(),
+        "{} leases",
+        got.len()
+    );
+    assert_eq!(got, all[..got.len()]);
+    assert_eq!(page["next"].as_str(), got.last().map(String::as_str));
+    // Paging on from `next` still reaches every lease exactly once.
+    let pages = pages(&s, "", 5000).await;
+    assert!(pages.len() > 1);
+    assert_eq!(pages.concat(), all);
+}
+
+#[tokio::test]
+async fn the_client_library_pages_through_every_lease() {
+    let s = Setup::start().await;
+    let all = acquire_all(&s, (0..9).map(|i| format!("k-{i}"))).await;
+    let leases = dagnats_leases_client::LeaseClient::new(s.client.clone());
+    let (mut seen, mut after) = (Vec::new(), None);
+    loop {
+        let page = leases.list("k-", after.as_deref(), Some(4)).await.unwrap();
+        assert!(page.leases.len() <= 4);
+        seen.extend(page.leases.into_iter().map(|lease| lease.key));
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen, all);
+    let err = leases.list("", None, Some(5001)).await.unwrap_err();
+    assert!(
+        matches!(err, dagnats_leases_client::ClientError::Invalid(_)),
+        "{err:?}"
+    );
+}
