@@ -12,6 +12,11 @@ use crate::timefmt;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LeaseList {
     pub leases: Vec<Lease>,
+    /// Keys whose record does not parse, ordered: they are left out of
+    /// `leases` (one bad record never takes a listing down), their owner
+    /// read answers `internal`, and a revoke clears them. Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub corrupt: Vec<String>,
 }
 
 /// A held lease, as acquire, renew and owner report it.

@@ -58,6 +58,8 @@ pub(super) enum WriteScript {
 struct State {
     seq: u64,
     entries: HashMap<String, Entry>,
+    /// Keys whose last message does not parse, at that message's sequence.
+    corrupt: HashMap<String, u64>,
     /// The TTL (whole seconds) the key's last landed write carried.
     ttls: HashMap<String, u64>,
     reads: usize,
@@ -135,7 +137,19 @@ impl FakeRecords {
             record,
             stored_at: written_at,
         };
+        state.corrupt.remove(key);
         state.entries.insert(key.to_string(), entry);
+        seq
+    }
+
+    /// A message on `key` that is no record at all (written by some other
+    /// tool). Returns its revision.
+    pub(super) fn corrupt(&self, key: &str) -> u64 {
+        let mut state = self.state();
+        state.seq += 1;
+        let seq = state.seq;
+        state.entries.remove(key);
+        state.corrupt.insert(key.to_string(), seq);
         seq
     }
 
@@ -148,6 +162,7 @@ impl FakeRecords {
             seq,
             released: None,
         };
+        state.corrupt.remove(key);
         state.entries.insert(key.to_string(), entry);
         seq
     }
@@ -165,7 +180,10 @@ impl FakeRecords {
         if state.script == WriteScript::AlwaysConflict {
             return Err(StoreError::Conflict);
         }
-        let last = state.entries.get(key).map_or(0, entry_seq);
+        let last = match state.corrupt.get(key) {
+            Some(&seq) => seq,
+            None => state.entries.get(key).map_or(0, entry_seq),
+        };
         if last != expected {
             return Err(StoreError::Conflict);
         }
@@ -178,7 +196,8 @@ impl FakeRecords {
             _ => None,
         };
         let entry = decode_entry(seq, OffsetDateTime::now_utc(), header, &write.body)
-            .map_err(StoreError::Corrupt)?;
+            .map_err(|cause| StoreError::Corrupt { seq, cause })?;
+        state.corrupt.remove(key);
         state.entries.insert(key.to_string(), entry);
         state.ttls.insert(key.to_string(), write.ttl_secs);
         let lost = state.script == WriteScript::LoseNextReply;
@@ -204,9 +223,15 @@ impl Records for FakeRecords {
         let entry = {
             let mut state = self.state();
             state.reads += 1;
-            state.entries.get(key).cloned()
+            match state.corrupt.get(key) {
+                Some(&seq) => Err(StoreError::Corrupt {
+                    seq,
+                    cause: format!("corrupt record at revision {seq}"),
+                }),
+                None => Ok(state.entries.get(key).cloned()),
+            }
         };
-        async move { Ok(entry) }.boxed()
+        async move { entry }.boxed()
     }
 
     fn write<'a>(
@@ -235,7 +260,13 @@ impl Records for FakeRecords {
     }
 
     fn keys(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
-        let keys = self.state().entries.keys().cloned().collect();
+        let state = self.state();
+        let keys = state
+            .entries
+            .keys()
+            .chain(state.corrupt.keys())
+            .cloned()
+            .collect();
         async move { Ok(keys) }.boxed()
     }
 

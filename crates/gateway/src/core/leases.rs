@@ -234,15 +234,23 @@ impl LeaseCore {
         let bucket = self.bucket()?;
         let key = req.key.as_str();
         for _ in 0..MAX_ROUNDS {
-            let Some(Entry::Held { seq, record, .. }) = self.read(bucket, key).await? else {
-                return Err(LeaseError::NotHeld(key.to_string()));
+            let (seq, holder, ttl_ms) = match self.read_entry(bucket, key).await {
+                Ok(Some(Entry::Held { seq, record, .. })) => (seq, record.holder, record.ttl_ms),
+                Ok(_) => return Err(LeaseError::NotHeld(key.to_string())),
+                // A record nobody can read is cleared like a held one: it
+                // names no holder, and the tombstone lives a short while.
+                Err(StoreError::Corrupt { seq, cause }) => {
+                    tracing::warn!(key, revision = seq, cause, "revoking a corrupt record");
+                    (seq, String::new(), CORRUPT_TOMBSTONE_TTL_MS)
+                }
+                Err(err) => return Err(self.store_error(err)),
             };
-            let revoked = self.release_at(bucket, key, &record.holder, seq, record.ttl_ms, true);
+            let revoked = self.release_at(bucket, key, &holder, seq, ttl_ms, true);
             match revoked.await {
                 Err(StoreError::Conflict) => continue,
                 Err(err) => return Err(self.store_error(err)),
                 Ok(released) => {
-                    tracing::info!(key, holder = record.holder, revision = seq, "lease revoked");
+                    tracing::info!(key, holder, revision = seq, "lease revoked");
                     return Ok(released);
                 }
             }
@@ -347,10 +355,19 @@ impl LeaseCore {
         bucket: &dyn Records,
         key: &str,
     ) -> Result<Option<Entry>, LeaseError> {
-        let entry = bucket
-            .last(key)
+        self.read_entry(bucket, key)
             .await
-            .map_err(|err| self.store_error(err))?;
+            .map_err(|err| self.store_error(err))
+    }
+
+    /// [`LeaseCore::read`] with the store's own error, for the callers
+    /// that treat a corrupt record apart (list, revoke).
+    pub(super) async fn read_entry(
+        &self,
+        bucket: &dyn Records,
+        key: &str,
+    ) -> Result<Option<Entry>, StoreError> {
+        let entry = bucket.last(key).await?;
         if let Some(Entry::Held {
             seq,
             record,
@@ -399,7 +416,7 @@ impl LeaseCore {
                     "the leases bucket is missing and is being created again; retry later".into(),
                 )
             }
-            StoreError::Corrupt(cause) | StoreError::Unexpected(cause) => {
+            StoreError::Corrupt { cause, .. } | StoreError::Unexpected(cause) => {
                 LeaseError::internal(cause)
             }
             StoreError::Conflict => LeaseError::internal("compare-and-set conflict not handled"),
@@ -440,6 +457,10 @@ const EXPIRY_MARGIN: Duration = Duration::from_millis(250);
 fn too_late(expires_at: OffsetDateTime) -> bool {
     OffsetDateTime::now_utc() + EXPIRY_MARGIN >= expires_at
 }
+
+/// How long the tombstone of a revoked corrupt record lives: it has no
+/// lease TTL to take, and nobody retries a release of it.
+const CORRUPT_TOMBSTONE_TTL_MS: u64 = 5_000;
 
 fn contention(key: &str) -> LeaseError {
     LeaseError::Unavailable(format!("{key} changed on every attempt; retry later"))

@@ -66,8 +66,9 @@ pub(crate) enum StoreError {
     Unavailable(String),
     /// The bucket is gone; it must be created again.
     BucketMissing,
-    /// A record that does not parse.
-    Corrupt(String),
+    /// The key's last message, at revision `seq`, does not parse: the
+    /// revision lets an operator's revoke write over it.
+    Corrupt { seq: u64, cause: String },
     /// An answer the store does not understand.
     Unexpected(String),
 }

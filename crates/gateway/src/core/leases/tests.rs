@@ -337,3 +337,14 @@ async fn revoking_a_free_key_is_not_held() {
     let err = core.revoke(request(json!({"key": "k"}))).await.unwrap_err();
     assert_eq!(err.kind(), Kind::NotHeld);
 }
+
+#[tokio::test]
+async fn revoke_clears_a_corrupt_record_with_a_higher_fence() {
+    let (core, records) = core();
+    let bad = records.corrupt("k");
+    let revoked = core.revoke(request(json!({"key": "k"}))).await.unwrap();
+    assert!(revoked.revision > bad);
+    assert_eq!(revoked, released("", revoked.revision));
+    assert!(matches!(records.entry("k"), Some(Entry::Free { seq, .. }) if seq == revoked.revision));
+    assert!(acquire(&core, "a").await.unwrap().lease.revision > revoked.revision);
+}
