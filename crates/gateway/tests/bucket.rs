@@ -257,3 +257,66 @@ async fn a_corrupt_record_answers_internal_never_a_guess() {
         "the cause is logged"
     );
 }
+
+/// Checks every 200 ms, so a test sees several within a second or two.
+const QUICK_CHECKS: [(&str, &str); 1] = [("DAGNATS_BUCKET_RECHECK_MS", "200")];
+
+#[tokio::test]
+async fn a_bucket_sealed_while_serving_is_unavailable_with_the_reason_not_an_exit() {
+    let server = NatsServer::start().await;
+    let mut gateway = Gateway::start_with(&server.url, &[], &QUICK_CHECKS).await;
+    let c = client(&server.url).await;
+    let mut config = stream_info(&c).await["config"].clone();
+    config["sealed"] = json!(true);
+    let sealed = js_api(&c, "STREAM.UPDATE.KV_leases", config).await;
+    assert!(sealed.get("error").is_none(), "{sealed}");
+    let http = common::Http::of(&gateway).await;
+    let ready = eventually("readyz to say why", Duration::from_secs(10), || async {
+        let ready = http.get("/readyz").await;
+        (ready.status == 503).then_some(ready)
+    })
+    .await;
+    common::assert_error(&ready, 503, "unavailable");
+    assert!(
+        ready.body["error"].as_str().unwrap().contains("sealed"),
+        "{}",
+        ready.body
+    );
+    let reply = common::call(&c, "owner", json!({"key": "k"})).await;
+    assert_eq!(reply["kind"], "unavailable", "{reply}");
+    assert!(
+        gateway.log.text().contains("the stream is sealed"),
+        "the log says why"
+    );
+    assert!(
+        gateway.wait_exit(Duration::from_secs(2)).await.is_none(),
+        "the gateway keeps running through several checks"
+    );
+}
+
+#[tokio::test]
+async fn a_scale_the_server_refuses_leaves_the_gateway_serving_at_the_replicas_it_has() {
+    let server = NatsServer::start().await;
+    let _creator = Gateway::start(&server.url).await;
+    // Three replicas on a single server: the server refuses the scale.
+    let mut gateway = Gateway::start_with(&server.url, &["--replicas", "3"], &QUICK_CHECKS).await;
+    let refused = gateway
+        .log
+        .wait_for("could not scale the leases bucket", Duration::from_secs(10))
+        .await;
+    assert!(refused.is_some(), "{}", gateway.log.text());
+    let http = common::Http::of(&gateway).await;
+    assert_eq!(http.get("/readyz").await.status, 200);
+    let grant = http.acquire("k", "h", 5_000).await;
+    assert_eq!(grant.body["granted"], true, "{}", grant.body);
+    assert!(
+        gateway.wait_exit(Duration::from_secs(2)).await.is_none(),
+        "the gateway keeps running through several checks"
+    );
+    assert_eq!(http.get("/readyz").await.status, 200);
+    let c = client(&server.url).await;
+    assert_eq!(stream_info(&c).await["config"]["num_replicas"], 1);
+    let log = gateway.log.text();
+    assert_eq!(log.matches("could not scale").count(), 1, "scaled once, at start: {log}");
+    assert!(log.contains("not this gateway's --replicas 3"), "{log}");
+}

@@ -3,7 +3,16 @@
 //!
 //! It never deletes or recreates a stream: the fence is the stream sequence,
 //! and a new stream would start it again. What cannot be updated in place is
-//! a refusal, and the gateway stops with the reason.
+//! a [`Refusal`]: before the gateway first served, it stops with the reason;
+//! once serving, `keep_provisioned` answers `unavailable` with it and tries
+//! again (a passing error never stops a serving gateway).
+//!
+//! Replicas: a gateway scales an existing stream to its `--replicas` at most
+//! once, on the first pass that finds it (when it starts); afterwards the
+//! stream's replicas stand and a different setting is only logged. So
+//! gateways started with different settings never rescale back and forth:
+//! the last one started wins. A scale the server refuses (3 replicas on
+//! one server) is logged and the stream serves at its replicas.
 
 use std::time::Duration;
 
@@ -18,10 +27,13 @@ pub(crate) const MIN_SERVER_VERSION: (u64, u64) = (2, 11);
 /// What the bucket must look like.
 #[derive(Debug, Clone)]
 pub(crate) struct BucketSettings {
-    /// Replicas for a new bucket; `Some` also scales an existing one.
+    /// Replicas for a new bucket; `Some` also scales an existing one, once,
+    /// when the gateway starts (see the module's doc).
     pub(crate) replicas: Option<usize>,
     /// How long the server keeps the marker it writes when a lease expires.
     pub(crate) marker_ttl: Duration,
+    /// How often a ready bucket is checked again.
+    pub(crate) recheck: Duration,
 }
 
 /// Where provisioning got to.
@@ -54,8 +66,14 @@ pub(crate) fn parse_version(version: &str) -> Option<(u64, u64)> {
 }
 
 /// The stream settings leases rely on, merged over `base` (an existing
-/// config, or an empty object for a new bucket).
-fn required_config(mut base: Value, settings: &BucketSettings, first_seq: u64) -> Value {
+/// config, or an empty object for a new bucket). An existing stream is
+/// scaled to the configured replicas only when `scale` says so.
+fn required_config(
+    mut base: Value,
+    settings: &BucketSettings,
+    first_seq: u64,
+    scale: bool,
+) -> Value {
     let creating = base.get("name").is_none();
     let fields = json!({
         "name": STREAM,
@@ -75,7 +93,7 @@ fn required_config(mut base: Value, settings: &BucketSettings, first_seq: u64) -
     for (name, value) in fields.as_object().expect("literal object") {
         object.insert(name.clone(), value.clone());
     }
-    if let Some(replicas) = settings.replicas {
+    if let Some(replicas) = settings.replicas.filter(|_| scale) {
         object.insert("num_replicas".into(), json!(replicas));
     }
     if creating {
@@ -134,12 +152,14 @@ fn describe(reply: &Value) -> String {
 }
 
 /// One provisioning pass. `first_seq` is where a new bucket's sequence
-/// starts, so fences keep growing if the bucket had to be created again.
+/// starts, so fences keep growing if the bucket had to be created again;
+/// `scale` lets it scale an existing stream to the configured replicas.
 pub(super) async fn provision(
     jetstream: &JetStream,
     server_version: String,
     settings: &BucketSettings,
     first_seq: u64,
+    scale: bool,
 ) -> Result<Provisioned, Refusal> {
     match parse_version(&server_version) {
         Some(version) if version >= MIN_SERVER_VERSION => {}
@@ -157,11 +177,11 @@ pub(super) async fn provision(
             Err(reason) => return unavailable(reason),
         };
         match err_code(&info) {
-            None => return update(jetstream, settings, info["config"].clone()).await,
+            None => return update(jetstream, settings, info["config"].clone(), scale).await,
             Some(code::STREAM_NOT_FOUND) => {}
             Some(_) => return unavailable(describe(&info)),
         }
-        let config = required_config(json!({}), settings, first_seq);
+        let config = required_config(json!({}), settings, first_seq, true);
         let replicas = replicas(&config);
         let created = match jetstream
             .api(&format!("STREAM.CREATE.{STREAM}"), &config)
@@ -186,33 +206,84 @@ async fn update(
     jetstream: &JetStream,
     settings: &BucketSettings,
     existing: Value,
+    scale: bool,
 ) -> Result<Provisioned, Refusal> {
     check_immutable(&existing)?;
-    let wanted = required_config(existing.clone(), settings, 0);
+    let kept = required_config(existing.clone(), settings, 0, false);
+    let wanted = required_config(existing.clone(), settings, 0, scale);
+    if wanted != kept {
+        match send_update(jetstream, &wanted).await {
+            Ok(()) => {
+                tracing::info!(
+                    stream = STREAM,
+                    from = replicas(&existing),
+                    to = replicas(&wanted),
+                    "scaled the leases bucket"
+                );
+                return Ok(Provisioned::Ready {
+                    replicas: replicas(&wanted),
+                });
+            }
+            Err(UpdateFailed::Unreachable(reason)) => return Ok(Provisioned::Unavailable(reason)),
+            // Serving at the replicas it has beats not serving.
+            Err(UpdateFailed::Refused { reason, .. }) => tracing::warn!(
+                stream = STREAM,
+                from = replicas(&existing),
+                to = replicas(&wanted),
+                "could not scale the leases bucket, it serves at its replicas: {reason}"
+            ),
+        }
+    }
     let ready = Provisioned::Ready {
-        replicas: replicas(&wanted),
+        replicas: replicas(&kept),
     };
-    if wanted == existing {
+    if kept == existing {
         return Ok(ready);
     }
-    let reply = match jetstream
-        .api(&format!("STREAM.UPDATE.{STREAM}"), &wanted)
-        .await
-    {
-        Ok(reply) => reply,
-        Err(reason) => return Ok(Provisioned::Unavailable(reason)),
-    };
-    if err_code(&reply).is_some() {
-        return Err(Refusal(format!(
-            "it lacks settings leases need and the server would not update it: {}",
-            describe(&reply)
-        )));
+    match send_update(jetstream, &kept).await {
+        Ok(()) => {
+            tracing::info!(
+                stream = STREAM,
+                "updated the leases bucket to the settings leases need"
+            );
+            Ok(ready)
+        }
+        Err(UpdateFailed::Unreachable(reason)) => Ok(Provisioned::Unavailable(reason)),
+        Err(UpdateFailed::Refused { reason, passing }) => {
+            let reason = format!("updating {STREAM}: {reason}");
+            if passing {
+                Ok(Provisioned::Unavailable(reason))
+            } else {
+                Err(Refusal(format!(
+                    "it lacks settings leases need and the server would not update it: {reason}"
+                )))
+            }
+        }
     }
-    tracing::info!(
-        stream = STREAM,
-        "updated the leases bucket to the settings leases need"
-    );
-    Ok(ready)
+}
+
+/// Why a `STREAM.UPDATE` did not take.
+enum UpdateFailed {
+    /// No answer (JetStream unreachable, timed out).
+    Unreachable(String),
+    /// The server answered with an error; `passing` when its status is
+    /// 503 (no leader, temporarily unavailable, insufficient resources
+    /// while a node is down), which may clear by itself.
+    Refused { reason: String, passing: bool },
+}
+
+async fn send_update(jetstream: &JetStream, config: &Value) -> Result<(), UpdateFailed> {
+    let reply = jetstream
+        .api(&format!("STREAM.UPDATE.{STREAM}"), config)
+        .await
+        .map_err(UpdateFailed::Unreachable)?;
+    match err_code(&reply) {
+        None => Ok(()),
+        Some(_) => Err(UpdateFailed::Refused {
+            reason: describe(&reply),
+            passing: reply["error"]["code"].as_u64() == Some(503),
+        }),
+    }
 }
 
 /// A stream config's replicas (the server's default, 1, when absent).
@@ -244,13 +315,37 @@ mod tests {
         let settings = BucketSettings {
             replicas: None,
             marker_ttl: Duration::from_secs(5),
+            recheck: Duration::from_secs(10),
         };
-        let created = required_config(json!({}), &settings, 0);
-        assert_eq!(required_config(created.clone(), &settings, 0), created);
+        let created = required_config(json!({}), &settings, 0, true);
+        assert_eq!(required_config(created.clone(), &settings, 0, true), created);
         assert_eq!(created["num_replicas"], json!(1));
         assert_eq!(
             created["republish"]["dest"],
             json!("dagnats.lease.changed.{{wildcard(1)}}")
         );
+    }
+}
+
+#[cfg(test)]
+mod replicas_tests {
+    use super::*;
+
+    fn settings(replicas: usize) -> BucketSettings {
+        BucketSettings {
+            replicas: Some(replicas),
+            marker_ttl: Duration::from_secs(5),
+            recheck: Duration::from_secs(10),
+        }
+    }
+
+    #[test]
+    fn an_existing_stream_is_scaled_only_on_the_pass_that_may_scale() {
+        let existing = required_config(json!({}), &settings(3), 0, true);
+        assert_eq!(existing["num_replicas"], json!(3));
+        let later = required_config(existing.clone(), &settings(1), 0, false);
+        assert_eq!(later, existing, "a later check leaves the replicas as they are");
+        let starting = required_config(existing, &settings(1), 0, true);
+        assert_eq!(starting["num_replicas"], json!(1));
     }
 }
