@@ -189,11 +189,13 @@ async fn every_stored_lease_record_carries_a_whole_second_ttl() {
             s.call("release", body).await;
         }
     }
-    let last = stream_info(&s.client).await["state"]["last_seq"]
-        .as_u64()
-        .unwrap();
+    let state = stream_info(&s.client).await["state"].clone();
+    let (first, last) = (
+        state["first_seq"].as_u64().unwrap(),
+        state["last_seq"].as_u64().unwrap(),
+    );
     let mut checked = 0;
-    for seq in 1..=last {
+    for seq in first..=last {
         let got = js_api(&s.client, "STREAM.MSG.GET.KV_leases", json!({"seq": seq})).await;
         let Some(message) = got.get("message") else {
             continue;
@@ -319,4 +321,33 @@ async fn a_scale_the_server_refuses_leaves_the_gateway_serving_at_the_replicas_i
     let log = gateway.log.text();
     assert_eq!(log.matches("could not scale").count(), 1, "scaled once, at start: {log}");
     assert!(log.contains("not this gateway's --replicas 3"), "{log}");
+}
+
+#[tokio::test]
+async fn a_recreated_bucket_starts_above_every_fence_any_gateway_handed_out() {
+    let server = NatsServer::start().await;
+    let c = client(&server.url).await;
+    let a = Gateway::start(&server.url).await;
+    let http_a = common::Http::of(&a).await;
+    let mut fences = Vec::new();
+    for key in ["x", "y", "z"] {
+        let grant = http_a.acquire(key, "a", 60_000).await.body;
+        let renewed = http_a.renew(key, "a", &grant["revision"], 60_000).await.body;
+        fences.extend([grant["revision"].as_u64(), renewed["revision"].as_u64()]);
+    }
+    let highest = fences.into_iter().map(Option::unwrap).max().unwrap();
+    // B comes up after those writes: it never read them, nor saw their events.
+    let b = Gateway::start(&server.url).await;
+    let http_b = common::Http::of(&b).await;
+    a.terminate().await;
+    let deleted = js_api(&c, "STREAM.DELETE.KV_leases", json!({})).await;
+    assert_eq!(deleted["success"], true, "{deleted}");
+    let grant = eventually("B to create the bucket again", Duration::from_secs(15), || async {
+        let reply = http_b.acquire("x", "b", 60_000).await;
+        (reply.status == 200).then_some(reply.body)
+    })
+    .await;
+    assert_eq!(grant["granted"], true, "{grant}");
+    let fence = grant["revision"].as_u64().unwrap();
+    assert!(fence > highest, "B's first fence {fence} is above A's {highest}");
 }

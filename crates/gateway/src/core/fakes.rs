@@ -67,6 +67,8 @@ struct State {
     script: WriteScript,
     /// A landed write is acknowledged only once the wall clock passes this.
     ack_not_before: Option<OffsetDateTime>,
+    /// The highest revision the core reported from change events.
+    saw: u64,
 }
 
 /// The bucket, in memory.
@@ -94,6 +96,11 @@ impl FakeRecords {
     /// carried.
     pub(super) fn ttl_secs(&self, key: &str) -> Option<u64> {
         self.state().ttls.get(key).copied()
+    }
+
+    /// The highest revision the core passed on from change events.
+    pub(super) fn saw_revision(&self) -> u64 {
+        self.state().saw
     }
 
     /// Reads so far.
@@ -271,6 +278,11 @@ impl Records for FakeRecords {
     }
 
     fn request_repair(&self) {}
+
+    fn saw(&self, revision: u64) {
+        let mut state = self.state();
+        state.saw = state.saw.max(revision);
+    }
 }
 
 /// One forward attempt as the fake hop received it.

@@ -43,6 +43,10 @@ pub(crate) trait Records: Send + Sync {
     /// Asks for the bucket to be checked and created again now, after a
     /// call found it missing.
     fn request_repair(&self);
+
+    /// Learns that the bucket reached `revision` (a change event of any
+    /// gateway's write): a bucket created again starts above it.
+    fn saw(&self, revision: u64);
 }
 
 /// Whether the bucket can serve now.

@@ -45,6 +45,9 @@ enum State {
 pub(crate) struct Store {
     state: watch::Receiver<State>,
     repair: Arc<Notify>,
+    /// Shared with the provisioner and the bucket handle (see
+    /// [`provision::first_seq`]).
+    highest_seen: Arc<AtomicU64>,
 }
 
 impl Store {
@@ -95,6 +98,10 @@ impl Records for Store {
     fn request_repair(&self) {
         self.repair.notify_one();
     }
+
+    fn saw(&self, revision: u64) {
+        self.highest_seen.fetch_max(revision, Ordering::Relaxed);
+    }
 }
 
 /// The provisioner's half of a [`Store`].
@@ -112,16 +119,18 @@ pub(crate) fn store(client: Client, settings: BucketSettings) -> (Store, Provisi
         "the leases bucket is not provisioned yet".into(),
     ));
     let repair = Arc::new(Notify::new());
+    let highest_seen = Arc::new(AtomicU64::new(0));
     let store = Store {
         state: rx,
         repair: repair.clone(),
+        highest_seen: highest_seen.clone(),
     };
     let provisioner = Provisioner {
         client,
         settings,
         state,
         repair,
-        highest_seen: Arc::new(AtomicU64::new(0)),
+        highest_seen,
     };
     (store, provisioner)
 }
@@ -148,7 +157,7 @@ pub(crate) async fn keep_provisioned(
     let mut scale = true;
     let mut served = false;
     loop {
-        let first_seq = p.highest_seen.load(Ordering::Relaxed) + 1;
+        let first_seq = provision::first_seq(p.highest_seen.load(Ordering::Relaxed));
         let outcome = if p.client.connection_state() == async_nats::connection::State::Connected {
             let server_version = p.client.server_info().version;
             let pass =

@@ -408,3 +408,11 @@ async fn revoke_clears_a_corrupt_record_with_a_higher_fence() {
     assert!(matches!(records.entry("k"), Some(Entry::Free { seq, .. }) if seq == revoked.revision));
     assert!(acquire(&core, "a").await.unwrap().lease.revision > revoked.revision);
 }
+
+#[tokio::test]
+async fn a_change_event_tells_the_bucket_the_revision_it_reached() {
+    let (core, records) = core();
+    core.observe("k", 41, None);
+    core.observe("j", 7, None);
+    assert_eq!(records.saw_revision(), 41);
+}
