@@ -319,7 +319,11 @@ async fn a_scale_the_server_refuses_leaves_the_gateway_serving_at_the_replicas_i
     let c = client(&server.url).await;
     assert_eq!(stream_info(&c).await["config"]["num_replicas"], 1);
     let log = gateway.log.text();
-    assert_eq!(log.matches("could not scale").count(), 1, "scaled once, at start: {log}");
+    assert_eq!(
+        log.matches("could not scale").count(),
+        1,
+        "scaled once, at start: {log}"
+    );
     assert!(log.contains("not this gateway's --replicas 3"), "{log}");
 }
 
@@ -332,7 +336,10 @@ async fn a_recreated_bucket_starts_above_every_fence_any_gateway_handed_out() {
     let mut fences = Vec::new();
     for key in ["x", "y", "z"] {
         let grant = http_a.acquire(key, "a", 60_000).await.body;
-        let renewed = http_a.renew(key, "a", &grant["revision"], 60_000).await.body;
+        let renewed = http_a
+            .renew(key, "a", &grant["revision"], 60_000)
+            .await
+            .body;
         fences.extend([grant["revision"].as_u64(), renewed["revision"].as_u64()]);
     }
     let highest = fences.into_iter().map(Option::unwrap).max().unwrap();
@@ -342,12 +349,19 @@ async fn a_recreated_bucket_starts_above_every_fence_any_gateway_handed_out() {
     a.terminate().await;
     let deleted = js_api(&c, "STREAM.DELETE.KV_leases", json!({})).await;
     assert_eq!(deleted["success"], true, "{deleted}");
-    let grant = eventually("B to create the bucket again", Duration::from_secs(15), || async {
-        let reply = http_b.acquire("x", "b", 60_000).await;
-        (reply.status == 200).then_some(reply.body)
-    })
+    let grant = eventually(
+        "B to create the bucket again",
+        Duration::from_secs(15),
+        || async {
+            let reply = http_b.acquire("x", "b", 60_000).await;
+            (reply.status == 200).then_some(reply.body)
+        },
+    )
     .await;
     assert_eq!(grant["granted"], true, "{grant}");
     let fence = grant["revision"].as_u64().unwrap();
-    assert!(fence > highest, "B's first fence {fence} is above A's {highest}");
+    assert!(
+        fence > highest,
+        "B's first fence {fence} is above A's {highest}"
+    );
 }

@@ -558,7 +558,11 @@ async fn gateways_with_different_replicas_never_rescale_the_bucket_back_and_fort
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let (one, three) = (one.log.text(), three.log.text());
-    assert_eq!(three.matches("scaled the leases bucket").count(), 1, "{three}");
+    assert_eq!(
+        three.matches("scaled the leases bucket").count(),
+        1,
+        "{three}"
+    );
     assert!(!one.contains("scaled the leases bucket"), "{one}");
     assert!(one.contains("not this gateway's --replicas 1"), "{one}");
 }

@@ -376,7 +376,9 @@ async fn a_listing_with_no_corrupt_key_has_no_corrupt_field() {
 async fn revoke_clears_a_corrupt_record_with_a_higher_fence() {
     let (s, http) = setup().await;
     let bad = common::records::write_corrupt(&s.client, "k").await;
-    let revoked = http.send(http.request(Method::DELETE, "/v1/leases/k")).await;
+    let revoked = http
+        .send(http.request(Method::DELETE, "/v1/leases/k"))
+        .await;
     assert_eq!(revoked.status, 200, "{}", revoked.body);
     let fence = rev(&revoked.body);
     assert!(fence > bad, "{fence} > {bad}");

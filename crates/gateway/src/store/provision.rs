@@ -354,7 +354,10 @@ mod tests {
             recheck: Duration::from_secs(10),
         };
         let created = required_config(json!({}), &settings, 0, true);
-        assert_eq!(required_config(created.clone(), &settings, 0, true), created);
+        assert_eq!(
+            required_config(created.clone(), &settings, 0, true),
+            created
+        );
         assert_eq!(created["num_replicas"], json!(1));
         assert_eq!(
             created["republish"]["dest"],
@@ -380,7 +383,10 @@ mod replicas_tests {
         let existing = required_config(json!({}), &settings(3), 0, true);
         assert_eq!(existing["num_replicas"], json!(3));
         let later = required_config(existing.clone(), &settings(1), 0, false);
-        assert_eq!(later, existing, "a later check leaves the replicas as they are");
+        assert_eq!(
+            later, existing,
+            "a later check leaves the replicas as they are"
+        );
         let starting = required_config(existing, &settings(1), 0, true);
         assert_eq!(starting["num_replicas"], json!(1));
     }

@@ -14,7 +14,9 @@ pub async fn write_corrupt(client: &async_nats::Client, key: &str) -> u64 {
         .await
         .expect("JetStream acknowledges the publish");
     let ack: Value = serde_json::from_slice(&ack.payload).expect("a JSON ack");
-    ack["seq"].as_u64().unwrap_or_else(|| panic!("no seq in {ack}"))
+    ack["seq"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no seq in {ack}"))
 }
 
 /// Writes a lease record of `holder` straight to `$KV.leases.<key>`, as a
@@ -47,5 +49,7 @@ pub async fn write_lease(
         .await
         .expect("JetStream acknowledges the publish");
     let ack: Value = serde_json::from_slice(&ack.payload).expect("a JSON ack");
-    ack["seq"].as_u64().unwrap_or_else(|| panic!("no seq in {ack}"))
+    ack["seq"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no seq in {ack}"))
 }

@@ -239,7 +239,10 @@ async fn a_renew_acknowledged_after_the_lease_was_due_is_lost() {
     else {
         panic!("the renewed record is purged: {:?}", records.entry("k"));
     };
-    assert_eq!((tombstone.holder.as_str(), tombstone.prev), ("a", revision + 1));
+    assert_eq!(
+        (tombstone.holder.as_str(), tombstone.prev),
+        ("a", revision + 1)
+    );
     assert!(tombstone.revoked, "not a release by the holder");
 }
 
