@@ -23,7 +23,8 @@ pub struct Config {
     pub nats: NatsConfig,
 
     /// Replicas of the leases bucket (3 in a cluster). Applied when the
-    /// bucket is created; when set, an existing bucket is scaled to it.
+    /// bucket is created; when set, an existing bucket is scaled to it
+    /// once, when the gateway starts (later checks only log a difference).
     #[arg(long = "replicas", env = "DAGNATS_BUCKET_REPLICAS", value_parser = clap::value_parser!(u8).range(1..=5))]
     pub replicas: Option<u8>,
 
@@ -77,6 +78,11 @@ pub struct Config {
     /// termination grace, with room for the NATS drain after it.
     #[arg(long, env = "DAGNATS_SHUTDOWN_GRACE_MS", default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
     pub shutdown_grace_ms: u64,
+
+    /// Milliseconds between checks of a ready bucket. Internal: tests
+    /// shorten it to watch several checks quickly.
+    #[arg(long, env = "DAGNATS_BUCKET_RECHECK_MS", hide = true, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    pub bucket_recheck_ms: u64,
 
     /// Log filter, e.g. `info` or `dagnats_leases=debug`.
     #[arg(long, env = "DAGNATS_LOG", default_value = "info")]
@@ -157,6 +163,7 @@ impl Config {
         BucketSettings {
             replicas: self.replicas.map(usize::from),
             marker_ttl: MARKER_TTL,
+            recheck: Duration::from_millis(self.bucket_recheck_ms),
         }
     }
 

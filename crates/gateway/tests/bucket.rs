@@ -189,11 +189,13 @@ async fn every_stored_lease_record_carries_a_whole_second_ttl() {
             s.call("release", body).await;
         }
     }
-    let last = stream_info(&s.client).await["state"]["last_seq"]
-        .as_u64()
-        .unwrap();
+    let state = stream_info(&s.client).await["state"].clone();
+    let (first, last) = (
+        state["first_seq"].as_u64().unwrap(),
+        state["last_seq"].as_u64().unwrap(),
+    );
     let mut checked = 0;
-    for seq in 1..=last {
+    for seq in first..=last {
         let got = js_api(&s.client, "STREAM.MSG.GET.KV_leases", json!({"seq": seq})).await;
         let Some(message) = got.get("message") else {
             continue;
@@ -255,5 +257,111 @@ async fn a_corrupt_record_answers_internal_never_a_guess() {
     assert!(
         s.gateway.log.text().contains("corrupt record"),
         "the cause is logged"
+    );
+}
+
+/// Checks every 200 ms, so a test sees several within a second or two.
+const QUICK_CHECKS: [(&str, &str); 1] = [("DAGNATS_BUCKET_RECHECK_MS", "200")];
+
+#[tokio::test]
+async fn a_bucket_sealed_while_serving_is_unavailable_with_the_reason_not_an_exit() {
+    let server = NatsServer::start().await;
+    let mut gateway = Gateway::start_with(&server.url, &[], &QUICK_CHECKS).await;
+    let c = client(&server.url).await;
+    let mut config = stream_info(&c).await["config"].clone();
+    config["sealed"] = json!(true);
+    let sealed = js_api(&c, "STREAM.UPDATE.KV_leases", config).await;
+    assert!(sealed.get("error").is_none(), "{sealed}");
+    let http = common::Http::of(&gateway).await;
+    let ready = eventually("readyz to say why", Duration::from_secs(10), || async {
+        let ready = http.get("/readyz").await;
+        (ready.status == 503).then_some(ready)
+    })
+    .await;
+    common::assert_error(&ready, 503, "unavailable");
+    assert!(
+        ready.body["error"].as_str().unwrap().contains("sealed"),
+        "{}",
+        ready.body
+    );
+    let reply = common::call(&c, "owner", json!({"key": "k"})).await;
+    assert_eq!(reply["kind"], "unavailable", "{reply}");
+    assert!(
+        gateway.log.text().contains("the stream is sealed"),
+        "the log says why"
+    );
+    assert!(
+        gateway.wait_exit(Duration::from_secs(2)).await.is_none(),
+        "the gateway keeps running through several checks"
+    );
+}
+
+#[tokio::test]
+async fn a_scale_the_server_refuses_leaves_the_gateway_serving_at_the_replicas_it_has() {
+    let server = NatsServer::start().await;
+    let _creator = Gateway::start(&server.url).await;
+    // Three replicas on a single server: the server refuses the scale.
+    let mut gateway = Gateway::start_with(&server.url, &["--replicas", "3"], &QUICK_CHECKS).await;
+    let refused = gateway
+        .log
+        .wait_for("could not scale the leases bucket", Duration::from_secs(10))
+        .await;
+    assert!(refused.is_some(), "{}", gateway.log.text());
+    let http = common::Http::of(&gateway).await;
+    assert_eq!(http.get("/readyz").await.status, 200);
+    let grant = http.acquire("k", "h", 5_000).await;
+    assert_eq!(grant.body["granted"], true, "{}", grant.body);
+    assert!(
+        gateway.wait_exit(Duration::from_secs(2)).await.is_none(),
+        "the gateway keeps running through several checks"
+    );
+    assert_eq!(http.get("/readyz").await.status, 200);
+    let c = client(&server.url).await;
+    assert_eq!(stream_info(&c).await["config"]["num_replicas"], 1);
+    let log = gateway.log.text();
+    assert_eq!(
+        log.matches("could not scale").count(),
+        1,
+        "scaled once, at start: {log}"
+    );
+    assert!(log.contains("not this gateway's --replicas 3"), "{log}");
+}
+
+#[tokio::test]
+async fn a_recreated_bucket_starts_above_every_fence_any_gateway_handed_out() {
+    let server = NatsServer::start().await;
+    let c = client(&server.url).await;
+    let a = Gateway::start(&server.url).await;
+    let http_a = common::Http::of(&a).await;
+    let mut fences = Vec::new();
+    for key in ["x", "y", "z"] {
+        let grant = http_a.acquire(key, "a", 60_000).await.body;
+        let renewed = http_a
+            .renew(key, "a", &grant["revision"], 60_000)
+            .await
+            .body;
+        fences.extend([grant["revision"].as_u64(), renewed["revision"].as_u64()]);
+    }
+    let highest = fences.into_iter().map(Option::unwrap).max().unwrap();
+    // B comes up after those writes: it never read them, nor saw their events.
+    let b = Gateway::start(&server.url).await;
+    let http_b = common::Http::of(&b).await;
+    a.terminate().await;
+    let deleted = js_api(&c, "STREAM.DELETE.KV_leases", json!({})).await;
+    assert_eq!(deleted["success"], true, "{deleted}");
+    let grant = eventually(
+        "B to create the bucket again",
+        Duration::from_secs(15),
+        || async {
+            let reply = http_b.acquire("x", "b", 60_000).await;
+            (reply.status == 200).then_some(reply.body)
+        },
+    )
+    .await;
+    assert_eq!(grant["granted"], true, "{grant}");
+    let fence = grant["revision"].as_u64().unwrap();
+    assert!(
+        fence > highest,
+        "B's first fence {fence} is above A's {highest}"
     );
 }

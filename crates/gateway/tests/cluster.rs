@@ -539,3 +539,30 @@ async fn after_a_partition_heals_the_node_rejoins_and_every_gateway_serves_again
         healed.elapsed().as_secs_f64()
     );
 }
+
+#[tokio::test]
+async fn gateways_with_different_replicas_never_rescale_the_bucket_back_and_forth() {
+    let cluster = Cluster::start().await;
+    let c = cluster.client().await;
+    let quick = [("DAGNATS_BUCKET_RECHECK_MS", "200")];
+    let one = common::Gateway::start_with(&cluster.urls(), &["--replicas", "1"], &quick).await;
+    assert_eq!(stream_info(&c).await["config"]["num_replicas"], 1);
+    // The last gateway started wins: it scales the bucket once, at start.
+    let three = common::Gateway::start_with(&cluster.urls(), &["--replicas", "3"], &quick).await;
+    assert_eq!(stream_info(&c).await["config"]["num_replicas"], 3);
+    // Both check every 200 ms; over some fifteen checks nothing moves.
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let info = stream_info(&c).await;
+        assert_eq!(info["config"]["num_replicas"], 3, "{info}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (one, three) = (one.log.text(), three.log.text());
+    assert_eq!(
+        three.matches("scaled the leases bucket").count(),
+        1,
+        "{three}"
+    );
+    assert!(!one.contains("scaled the leases bucket"), "{one}");
+    assert!(one.contains("not this gateway's --replicas 1"), "{one}");
+}

@@ -380,3 +380,16 @@ async fn events_with_jetstream_down_answer_503_unavailable_until_it_is_back() {
     let grant = acquire(&http, "back", 15000).await;
     assert_eq!(next(&mut events).await, granted("acquired", &grant));
 }
+
+#[tokio::test]
+async fn a_resume_skips_a_corrupt_record_and_sends_every_other_lease() {
+    let (_server, _gateway, client, http) = setup().await;
+    let a = acquire(&http, "a", 15000).await;
+    common::records::write_corrupt(&client, "b").await;
+    let c = acquire(&http, "c", 15000).await;
+    let mut events = open(&http, "/v1/events", Some(rev(&a) - 1)).await;
+    assert_eq!(next(&mut events).await, granted("acquired", &a));
+    assert_eq!(next(&mut events).await, granted("acquired", &c));
+    let x = release(&http, &a).await;
+    assert_eq!(next(&mut events).await, released("a", &x));
+}

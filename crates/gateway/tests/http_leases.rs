@@ -407,3 +407,46 @@ async fn recent_events_list_the_last_changes_oldest_first() {
     assert_eq!(events[1]["holder"], "h");
     common::timestamp(&events[1]["at"]);
 }
+
+#[tokio::test]
+async fn a_listing_answers_every_other_lease_and_names_the_corrupt_keys() {
+    let (s, http) = setup().await;
+    s.acquire("a", "ha", 60000).await;
+    common::records::write_corrupt(&s.client, "b").await;
+    s.acquire("c", "hc", 60000).await;
+    let list = http.get("/v1/leases").await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    assert_eq!(keys(&list.body), ["a", "c"]);
+    assert_eq!(list.body["corrupt"], json!(["b"]));
+    let owner = http.get("/v1/leases/b").await;
+    assert_error(&owner, 500, "internal");
+}
+
+#[tokio::test]
+async fn a_listing_with_no_corrupt_key_has_no_corrupt_field() {
+    let (s, http) = setup().await;
+    s.acquire("a", "ha", 60000).await;
+    let list = http.get("/v1/leases").await;
+    assert_eq!(list.body.get("corrupt"), None, "{}", list.body);
+}
+
+#[tokio::test]
+async fn revoke_clears_a_corrupt_record_with_a_higher_fence() {
+    let (s, http) = setup().await;
+    let bad = common::records::write_corrupt(&s.client, "k").await;
+    let revoked = http
+        .send(http.request(Method::DELETE, "/v1/leases/k"))
+        .await;
+    assert_eq!(revoked.status, 200, "{}", revoked.body);
+    let fence = rev(&revoked.body);
+    assert!(fence > bad, "{fence} > {bad}");
+    assert_eq!(
+        revoked.body,
+        json!({"released": true, "held": false, "key": "k", "holder": "", "revision": fence})
+    );
+    assert_eq!(s.owner("k").await, json!({"held": false, "key": "k"}));
+    assert_eq!(http.get("/v1/leases").await.body, json!({"leases": []}));
+    let grant = s.acquire("k", "h", 60000).await;
+    assert_eq!(grant["granted"], true, "{grant}");
+    assert!(rev(&grant) > fence);
+}

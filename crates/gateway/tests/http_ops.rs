@@ -99,6 +99,12 @@ async fn an_empty_token_setting_stops_the_start() {
 /// Every address beyond loopback, with `:0` so tests do not clash.
 const ANY_ADDRESS: (&str, &str) = ("DAGNATS_HTTP_ADDR", "0.0.0.0:0");
 
+/// Every address beyond loopback on a free port: a gateway that starts
+/// is then polled for readiness where it listens (`:0` cannot be).
+fn any_address_port() -> String {
+    format!("0.0.0.0:{}", dagnats_leases_testkit::free_port())
+}
+
 #[tokio::test]
 async fn a_non_loopback_address_without_a_write_token_refuses_to_start() {
     let server = NatsServer::start().await;
@@ -125,8 +131,9 @@ async fn a_non_loopback_address_without_a_write_token_refuses_to_start() {
 
 #[tokio::test]
 async fn a_non_loopback_address_with_a_write_token_starts_and_asks_for_it() {
+    let addr = any_address_port();
     let (_server, _gateway, http) =
-        gateway_with(&[ANY_ADDRESS, ("DAGNATS_HTTP_TOKEN", WRITE)]).await;
+        gateway_with(&[("DAGNATS_HTTP_ADDR", &addr), ("DAGNATS_HTTP_TOKEN", WRITE)]).await;
     let missing = http.post("/v1/leases/k/acquire", acquire_body()).await;
     assert_error(&missing, 401, "unauthorized");
     let ok = http
@@ -140,9 +147,16 @@ async fn a_non_loopback_address_with_a_write_token_starts_and_asks_for_it() {
 async fn http_insecure_serves_a_non_loopback_address_without_a_token() {
     let server = NatsServer::start().await;
     type Way<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+    let (first, second) = (any_address_port(), any_address_port());
     let ways: [Way; 2] = [
-        (&["--http-insecure"], &[ANY_ADDRESS]),
-        (&[], &[ANY_ADDRESS, ("DAGNATS_HTTP_INSECURE", "1")]),
+        (&["--http-insecure"], &[("DAGNATS_HTTP_ADDR", &first)]),
+        (
+            &[],
+            &[
+                ("DAGNATS_HTTP_ADDR", &second),
+                ("DAGNATS_HTTP_INSECURE", "1"),
+            ],
+        ),
     ];
     for (i, (args, env)) in ways.into_iter().enumerate() {
         let gateway = Gateway::start_with(&server.url, args, env).await;

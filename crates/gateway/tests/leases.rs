@@ -351,3 +351,62 @@ async fn renew_in_the_last_moment_before_expiry_is_lost_and_writes_nothing() {
     let wrote = tokio::time::timeout(Duration::from_millis(300), writes.next()).await;
     assert!(wrote.is_err(), "the gateway wrote nothing");
 }
+
+#[tokio::test]
+async fn a_renew_acknowledged_too_late_leaves_nothing_held_and_its_retry_is_lost() {
+    // The renew reaches the server in time, its acknowledgement only once
+    // the lease is within the expiry margin: the gateway answers lost and
+    // takes the renewed record back, so the key is free and a retry of the
+    // same renew answers lost too (contract.md: the same outcome).
+    let server = common::NatsServer::start().await;
+    let proxy = common::proxy::Proxy::start(&server.url).await;
+    let _gateway = common::Gateway::start(&proxy.url).await;
+    let c = common::client(&server.url).await;
+    let now = time::OffsetDateTime::now_utc();
+    // Due in 1 s by the record, kept 30 s by the server.
+    let seq = common::records::write_lease(&c, "k", "a", 1_000, now, 30).await;
+    let late = tokio::time::Instant::now() + Duration::from_millis(900);
+    proxy.hold_publishes(
+        "$KV.leases.k",
+        std::sync::Arc::new(move || Box::pin(tokio::time::sleep_until(late))),
+    );
+    let renew = json!({"key": "k", "holder": "a", "revision": seq, "ttl_ms": 30_000});
+    assert_lost(&common::call(&c, "renew", renew.clone()).await);
+    assert_lost(&common::call(&c, "renew", renew).await);
+    assert_eq!(
+        common::call(&c, "owner", json!({"key": "k"})).await,
+        json!({"held": false, "key": "k"})
+    );
+    let taken = common::call(&c, "acquire", acquire("k", "b", 5_000)).await;
+    assert_eq!(taken["granted"], true, "{taken}");
+    assert!(taken["revision"].as_u64().unwrap() > seq + 1);
+}
+
+#[tokio::test]
+async fn release_past_expires_at_before_the_server_expires_the_lease_is_lost() {
+    let s = Setup::start().await;
+    let written_at = time::OffsetDateTime::now_utc() - Duration::from_secs(10);
+    // Past its expires_at by 9 s; the server frees it in 30 s.
+    let seq = common::records::write_lease(&s.client, "k", "h", 1_000, written_at, 30).await;
+    let release = json!({"key": "k", "holder": "h", "revision": seq});
+    assert_lost(&writing_nothing(&s, s.call("release", release)).await);
+}
+
+#[tokio::test]
+async fn acquire_by_the_holder_of_an_overdue_lease_is_a_new_tenure_with_a_new_fence() {
+    let s = Setup::start().await;
+    let written_at = time::OffsetDateTime::now_utc() - Duration::from_secs(10);
+    // Past its expires_at; the server frees it within about a second.
+    let seq = common::records::write_lease(&s.client, "k", "h", 1_000, written_at, 1).await;
+    let before = time::OffsetDateTime::now_utc();
+    let grant = s.acquire("k", "h", 5_000).await;
+    assert_eq!(grant["granted"], true, "{grant}");
+    assert!(
+        grant["revision"].as_u64().unwrap() >= seq + 2,
+        "written over the server's expiry marker: {grant}"
+    );
+    assert!(timestamp(&grant["acquired_at"]) >= before - Duration::from_millis(5));
+    assert!(timestamp(&grant["expires_at"]) > before);
+    // The new tenure is what the server holds.
+    assert_eq!(s.owner("k").await["revision"], grant["revision"]);
+}

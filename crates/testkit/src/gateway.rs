@@ -2,11 +2,12 @@
 //! starts (so nobody reads a log to learn a port) and its readiness is
 //! `/readyz`.
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::{Log, free_port};
 
@@ -22,6 +23,7 @@ const GATEWAY_ENV: &[&str] = &[
     "NATS_TLS_CERT",
     "NATS_TLS_KEY",
     "DAGNATS_BUCKET_REPLICAS",
+    "DAGNATS_BUCKET_RECHECK_MS",
     "DAGNATS_LOG",
     "DAGNATS_LOG_FORMAT",
     "DAGNATS_HTTP_ADDR",
@@ -148,7 +150,7 @@ impl Gateway {
     /// Waits up to `timeout` until `/readyz` answers 200.
     pub async fn wait_ready(&self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
-        while readyz_status(&self.http_addr) != Some(200) {
+        while readyz_status(&self.http_addr).await != Some(200) {
             assert!(
                 Instant::now() < deadline,
                 "gateway not ready within {timeout:?}:\n{}",
@@ -162,7 +164,10 @@ impl Gateway {
     /// accepts connections.
     pub async fn http_url(&self) -> String {
         let deadline = Instant::now() + Duration::from_secs(15);
-        while TcpStream::connect(&self.http_addr).is_err() {
+        while tokio::net::TcpStream::connect(&self.http_addr)
+            .await
+            .is_err()
+        {
             assert!(
                 Instant::now() < deadline,
                 "gateway HTTP not listening on {}:\n{}",
@@ -246,14 +251,22 @@ fn http_addresses(env: &[(&str, &str)]) -> (String, String) {
     (listen.to_string(), reach.to_string())
 }
 
-/// The status `GET /readyz` answers on `addr`, or `None` if nothing does.
-fn readyz_status(addr: &str) -> Option<u16> {
-    let mut stream = TcpStream::connect(addr).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    stream
-        .write_all(b"GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .ok()?;
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).ok()?;
-    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+/// The status `GET /readyz` answers on `addr`, or `None` if nothing does
+/// within 5 s. Async, so a test's own tasks (a proxy in front of NATS) go
+/// on while the gateway answers.
+async fn readyz_status(addr: &str) -> Option<u16> {
+    let probe = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+        stream
+            .write_all(b"GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .ok()?;
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head).await.ok()?;
+        std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+    };
+    tokio::time::timeout(Duration::from_secs(5), probe)
+        .await
+        .ok()
+        .flatten()
 }

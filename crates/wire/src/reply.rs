@@ -17,6 +17,11 @@ pub struct LeaseList {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(required = true))]
     pub next: Option<String>,
+    /// Keys whose record does not parse, ordered: they are left out of
+    /// `leases` (one bad record never takes a listing down), their owner
+    /// read answers `internal`, and a revoke clears them. Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub corrupt: Vec<String>,
 }
 
 /// A held lease, as acquire, renew and owner report it.

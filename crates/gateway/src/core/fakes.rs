@@ -58,6 +58,8 @@ pub(super) enum WriteScript {
 struct State {
     seq: u64,
     entries: HashMap<String, Entry>,
+    /// Keys whose last message does not parse, at that message's sequence.
+    corrupt: HashMap<String, u64>,
     /// The TTL (whole seconds) the key's last landed write carried.
     ttls: HashMap<String, u64>,
     reads: usize,
@@ -65,6 +67,8 @@ struct State {
     script: WriteScript,
     /// A landed write is acknowledged only once the wall clock passes this.
     ack_not_before: Option<OffsetDateTime>,
+    /// The highest revision the core reported from change events.
+    saw: u64,
 }
 
 /// The bucket, in memory.
@@ -92,6 +96,11 @@ impl FakeRecords {
     /// carried.
     pub(super) fn ttl_secs(&self, key: &str) -> Option<u64> {
         self.state().ttls.get(key).copied()
+    }
+
+    /// The highest revision the core passed on from change events.
+    pub(super) fn saw_revision(&self) -> u64 {
+        self.state().saw
     }
 
     /// Reads so far.
@@ -136,7 +145,19 @@ impl FakeRecords {
             record,
             stored_at: written_at,
         };
+        state.corrupt.remove(key);
         state.entries.insert(key.to_string(), entry);
+        seq
+    }
+
+    /// A message on `key` that is no record at all (written by some other
+    /// tool). Returns its revision.
+    pub(super) fn corrupt(&self, key: &str) -> u64 {
+        let mut state = self.state();
+        state.seq += 1;
+        let seq = state.seq;
+        state.entries.remove(key);
+        state.corrupt.insert(key.to_string(), seq);
         seq
     }
 
@@ -149,6 +170,7 @@ impl FakeRecords {
             seq,
             released: None,
         };
+        state.corrupt.remove(key);
         state.entries.insert(key.to_string(), entry);
         seq
     }
@@ -166,7 +188,10 @@ impl FakeRecords {
         if state.script == WriteScript::AlwaysConflict {
             return Err(StoreError::Conflict);
         }
-        let last = state.entries.get(key).map_or(0, entry_seq);
+        let last = match state.corrupt.get(key) {
+            Some(&seq) => seq,
+            None => state.entries.get(key).map_or(0, entry_seq),
+        };
         if last != expected {
             return Err(StoreError::Conflict);
         }
@@ -179,7 +204,8 @@ impl FakeRecords {
             _ => None,
         };
         let entry = decode_entry(seq, OffsetDateTime::now_utc(), header, &write.body)
-            .map_err(StoreError::Corrupt)?;
+            .map_err(|cause| StoreError::Corrupt { seq, cause })?;
+        state.corrupt.remove(key);
         state.entries.insert(key.to_string(), entry);
         state.ttls.insert(key.to_string(), write.ttl_secs);
         let lost = state.script == WriteScript::LoseNextReply;
@@ -205,9 +231,15 @@ impl Records for FakeRecords {
         let entry = {
             let mut state = self.state();
             state.reads += 1;
-            state.entries.get(key).cloned()
+            match state.corrupt.get(key) {
+                Some(&seq) => Err(StoreError::Corrupt {
+                    seq,
+                    cause: format!("corrupt record at revision {seq}"),
+                }),
+                None => Ok(state.entries.get(key).cloned()),
+            }
         };
-        async move { Ok(entry) }.boxed()
+        async move { entry }.boxed()
     }
 
     fn write<'a>(
@@ -236,11 +268,22 @@ impl Records for FakeRecords {
     }
 
     fn keys(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
-        let keys = self.state().entries.keys().cloned().collect();
+        let state = self.state();
+        let keys = state
+            .entries
+            .keys()
+            .chain(state.corrupt.keys())
+            .cloned()
+            .collect();
         async move { Ok(keys) }.boxed()
     }
 
     fn request_repair(&self) {}
+
+    fn saw(&self, revision: u64) {
+        let mut state = self.state();
+        state.saw = state.saw.max(revision);
+    }
 }
 
 /// One forward attempt as the fake hop received it.

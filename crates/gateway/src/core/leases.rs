@@ -48,7 +48,10 @@ impl LeaseCore {
     /// Learns from a change event that `key` is at `revision`: `lease` is
     /// what was written there, or `None` when the key was freed. Another
     /// gateway's write then costs this one no extra read on the next renew.
+    /// The bucket learns the revision too, so a bucket this gateway has
+    /// to create again starts above every write any gateway made.
     pub(crate) fn observe(&self, key: &str, revision: u64, lease: Option<&Lease>) {
+        self.records.saw(revision);
         match lease {
             Some(lease) => self.known.remember(key, Known::of(revision, lease)),
             None => self.known.forget_before(key, revision),
@@ -73,8 +76,16 @@ impl LeaseCore {
                     stored_at,
                     ..
                 }) => {
-                    let granted = record.holder == req.holder.as_str();
                     let lease = record.lease(key, seq, Some(stored_at));
+                    if lease.expires_at <= OffsetDateTime::now_utc() {
+                        // Overdue: nobody holds it, but a write over it now
+                        // could be purged by the server's expiry marker
+                        // (docs/operations.md), so the new tenure is
+                        // written over the marker instead.
+                        self.await_expiry(bucket, key, seq).await?;
+                        continue;
+                    }
+                    let granted = record.holder == req.holder.as_str();
                     return Ok(Grant { granted, lease });
                 }
                 Some(Entry::Free { seq, .. }) => seq,
@@ -127,6 +138,7 @@ impl LeaseCore {
                         revision,
                         "renew acknowledged after the lease was due to expire: answered lost"
                     );
+                    self.withdraw(bucket, req, &grant.lease).await;
                     Err(lost())
                 } else {
                     Ok(grant)
@@ -153,14 +165,76 @@ impl LeaseCore {
             .await?
     }
 
+    /// Waits for the server to expire the overdue record at `seq` (its
+    /// marker, or any other write, replaces it), re-reading the key.
+    async fn await_expiry(
+        &self,
+        bucket: &dyn Records,
+        key: &str,
+        seq: u64,
+    ) -> Result<(), LeaseError> {
+        let deadline = tokio::time::Instant::now() + OVERDUE_WAIT;
+        loop {
+            tokio::time::sleep(OVERDUE_POLL).await;
+            let now_at = match self.read(bucket, key).await? {
+                Some(Entry::Held { seq: now_at, .. } | Entry::Free { seq: now_at, .. }) => now_at,
+                None => 0,
+            };
+            if now_at != seq {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(LeaseError::Unavailable(format!(
+                    "the lease on {key} is past its expiry and the server has not freed it yet; retry later"
+                )));
+            }
+        }
+    }
+
+    /// Takes back a renew that was acknowledged too late to count on: a
+    /// compare-and-set purge of the renewed record at its own revision, so
+    /// nothing stays held in the name of a holder told it lost the lease,
+    /// and a retry of the same renew finds the tombstone and answers
+    /// `lost` too. If the server's expiry marker got there first the key
+    /// is free already; if the purge cannot be sent, the renewed record
+    /// stays until its TTL runs out, and the log says so.
+    async fn withdraw(&self, bucket: &dyn Records, req: &RenewRequest, renewed: &Lease) {
+        let key = req.key.as_str();
+        let (holder, revision) = (req.holder.as_str(), renewed.revision);
+        match self
+            .release_at(bucket, key, holder, revision, renewed.ttl_ms, true)
+            .await
+        {
+            Ok(_) | Err(StoreError::Conflict) => {}
+            Err(err) => tracing::warn!(
+                key,
+                revision,
+                ?err,
+                "could not withdraw a renew acknowledged too late: it stays until its TTL runs out"
+            ),
+        }
+    }
+
     /// Frees the key under the same fence check as renew. A lease that
     /// already expired is `lost`.
     pub(crate) async fn release(&self, req: ReleaseRequest) -> Result<Released, LeaseError> {
         let bucket = self.bucket()?;
         let (key, holder, revision) = (req.key.as_str(), req.holder.as_str(), req.revision.get());
-        let write = |held: Known| {
-            self.release_at(bucket, key, holder, revision, held.ttl_ms, false)
-                .boxed()
+        let req_ref = &req;
+        let write = move |held: Known| {
+            let req = req_ref;
+            async move {
+                // Past its expiry the lease is gone, whether or not the
+                // server has written its marker yet: releasing it is
+                // `lost`, as renewing it is.
+                if too_late(held.expires_at) {
+                    return Ok(Err(lost(key, &req.holder, req.revision)));
+                }
+                self.release_at(bucket, key, holder, revision, held.ttl_ms, false)
+                    .await
+                    .map(Ok)
+            }
+            .boxed()
         };
         // This very release already landed and its reply was lost.
         let landed = |entry: &Entry| match entry {
@@ -168,18 +242,18 @@ impl LeaseCore {
                 seq,
                 released: Some(tombstone),
             } if tombstone.prev == revision && tombstone.holder == holder && !tombstone.revoked => {
-                Some(Released {
+                Some(Ok(Released {
                     released: true,
                     held: false,
                     key: key.to_string(),
                     holder: holder.to_string(),
                     revision: *seq,
-                })
+                }))
             }
             _ => None,
         };
         self.fenced(bucket, key, &req.holder, req.revision, write, landed)
-            .await
+            .await?
     }
 
     /// The fence check renew and release share: `write` runs only while
@@ -234,15 +308,23 @@ impl LeaseCore {
         let bucket = self.bucket()?;
         let key = req.key.as_str();
         for _ in 0..MAX_ROUNDS {
-            let Some(Entry::Held { seq, record, .. }) = self.read(bucket, key).await? else {
-                return Err(LeaseError::NotHeld(key.to_string()));
+            let (seq, holder, ttl_ms) = match self.read_entry(bucket, key).await {
+                Ok(Some(Entry::Held { seq, record, .. })) => (seq, record.holder, record.ttl_ms),
+                Ok(_) => return Err(LeaseError::NotHeld(key.to_string())),
+                // A record nobody can read is cleared like a held one: it
+                // names no holder, and the tombstone lives a short while.
+                Err(StoreError::Corrupt { seq, cause }) => {
+                    tracing::warn!(key, revision = seq, cause, "revoking a corrupt record");
+                    (seq, String::new(), CORRUPT_TOMBSTONE_TTL_MS)
+                }
+                Err(err) => return Err(self.store_error(err)),
             };
-            let revoked = self.release_at(bucket, key, &record.holder, seq, record.ttl_ms, true);
+            let revoked = self.release_at(bucket, key, &holder, seq, ttl_ms, true);
             match revoked.await {
                 Err(StoreError::Conflict) => continue,
                 Err(err) => return Err(self.store_error(err)),
                 Ok(released) => {
-                    tracing::info!(key, holder = record.holder, revision = seq, "lease revoked");
+                    tracing::info!(key, holder, revision = seq, "lease revoked");
                     return Ok(released);
                 }
             }
@@ -349,10 +431,19 @@ impl LeaseCore {
         bucket: &dyn Records,
         key: &str,
     ) -> Result<Option<Entry>, LeaseError> {
-        let entry = bucket
-            .last(key)
+        self.read_entry(bucket, key)
             .await
-            .map_err(|err| self.store_error(err))?;
+            .map_err(|err| self.store_error(err))
+    }
+
+    /// [`LeaseCore::read`] with the store's own error, for the callers
+    /// that treat a corrupt record apart (list, revoke).
+    pub(super) async fn read_entry(
+        &self,
+        bucket: &dyn Records,
+        key: &str,
+    ) -> Result<Option<Entry>, StoreError> {
+        let entry = bucket.last(key).await?;
         if let Some(Entry::Held {
             seq,
             record,
@@ -401,7 +492,7 @@ impl LeaseCore {
                     "the leases bucket is missing and is being created again; retry later".into(),
                 )
             }
-            StoreError::Corrupt(cause) | StoreError::Unexpected(cause) => {
+            StoreError::Corrupt { cause, .. } | StoreError::Unexpected(cause) => {
                 LeaseError::internal(cause)
             }
             StoreError::Conflict => LeaseError::internal("compare-and-set conflict not handled"),
@@ -440,9 +531,20 @@ pub(super) fn lost(key: &str, holder: &HolderId, revision: Revision) -> LeaseErr
 /// It also absorbs clock skew between this gateway and the server.
 const EXPIRY_MARGIN: Duration = Duration::from_millis(250);
 
+/// How long an acquire waits for the server to expire a record past its
+/// `expires_at`: expiry lands 0 to 0.3 s after the TTL (contract.md), plus
+/// the expiry margin's skew between gateway and server clocks.
+const OVERDUE_WAIT: Duration = Duration::from_secs(3);
+/// How often the overdue record is read again meanwhile.
+const OVERDUE_POLL: Duration = Duration::from_millis(50);
+
 pub(super) fn too_late(expires_at: OffsetDateTime) -> bool {
     OffsetDateTime::now_utc() + EXPIRY_MARGIN >= expires_at
 }
+
+/// How long the tombstone of a revoked corrupt record lives: it has no
+/// lease TTL to take, and nobody retries a release of it.
+const CORRUPT_TOMBSTONE_TTL_MS: u64 = 5_000;
 
 fn contention(key: &str) -> LeaseError {
     LeaseError::Unavailable(format!("{key} changed on every attempt; retry later"))

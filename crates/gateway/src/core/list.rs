@@ -1,12 +1,13 @@
 //! List: the held leases, ordered by key, each read through the stream
 //! leader, a page at a time: at most `limit` leases and, over NATS, never
-//! more bytes than the server's max_payload.
+//! more bytes than the server's max_payload. A key whose record does not
+//! parse is named apart (`corrupt`), never a reason to answer no listing.
 
 use futures::{Stream, StreamExt, TryStreamExt};
 
 use super::error::LeaseError;
 use super::leases::LeaseCore;
-use super::ports::Records;
+use super::ports::{Records, StoreError};
 use dagnats_leases_wire::change::ChangeKind;
 use dagnats_leases_wire::record::Entry;
 use dagnats_leases_wire::reply::{Lease, LeaseList};
@@ -41,9 +42,12 @@ impl LeaseCore {
         let reads = self.read_held(bucket, keys);
         futures::pin_mut!(reads);
         while let Some(found) = reads.try_next().await? {
-            if let Some((_, lease)) = found
-                && !page.push(lease)
-            {
+            let fits = match found {
+                Found::Held(_, lease) => page.push(lease),
+                Found::Corrupt(key) => page.push_corrupt(key),
+                Found::Free => true,
+            };
+            if !fits {
                 break;
             }
         }
@@ -51,15 +55,21 @@ impl LeaseCore {
     }
 
     /// Every held lease under `prefix` with the event that wrote its current
-    /// record (acquired or renewed), ordered by key.
-    pub(crate) async fn held(
-        &self,
-        prefix: &KeyPrefix,
-    ) -> Result<Vec<(ChangeKind, Lease)>, LeaseError> {
+    /// record (acquired or renewed), ordered by key, and the keys whose
+    /// record does not parse.
+    pub(crate) async fn held(&self, prefix: &KeyPrefix) -> Result<Held, LeaseError> {
         let bucket = self.bucket()?;
         let keys = self.keys_under(bucket, prefix, None).await?;
         let found: Vec<_> = self.read_held(bucket, keys).try_collect().await?;
-        Ok(found.into_iter().flatten().collect())
+        let mut held = Held::default();
+        for found in found {
+            match found {
+                Found::Held(kind, lease) => held.leases.push((kind, lease)),
+                Found::Corrupt(key) => held.corrupt.push(key),
+                Found::Free => {}
+            }
+        }
+        Ok(held)
     }
 
     /// The keys with a message under `prefix` and after `after`, sorted,
@@ -77,15 +87,23 @@ impl LeaseCore {
     }
 
     /// Reads each key like `owner`, in order: the lease with the event that
-    /// wrote it, or `None` for a key freed since its name was listed.
+    /// wrote it, a key whose record does not parse, or a key freed since its
+    /// name was listed.
     fn read_held<'a>(
         &'a self,
         bucket: &'a dyn Records,
         keys: Vec<String>,
-    ) -> impl Stream<Item = Result<Option<(ChangeKind, Lease)>, LeaseError>> + 'a {
+    ) -> impl Stream<Item = Result<Found, LeaseError>> + 'a {
         futures::stream::iter(keys)
             .map(move |key| async move {
-                let entry = self.read(bucket, &key).await?;
+                let entry = match self.read_entry(bucket, &key).await {
+                    Ok(entry) => entry,
+                    Err(StoreError::Corrupt { cause, .. }) => {
+                        tracing::warn!(key, cause, "corrupt record left out of a listing");
+                        return Ok(Found::Corrupt(key));
+                    }
+                    Err(err) => return Err(self.store_error(err)),
+                };
                 Ok(match entry {
                     Some(Entry::Held {
                         seq,
@@ -98,17 +116,36 @@ impl LeaseCore {
                         } else {
                             ChangeKind::Acquired
                         };
-                        Some((kind, record.lease(&key, seq, Some(stored_at))))
+                        Found::Held(kind, record.lease(&key, seq, Some(stored_at)))
                     }
-                    _ => None,
+                    _ => Found::Free,
                 })
             })
             .buffered(READS_IN_FLIGHT)
     }
 }
 
+/// The held leases under a prefix, and the keys that could not be read.
+#[derive(Debug, Default)]
+pub(crate) struct Held {
+    /// Each held lease with the event that wrote its current record
+    /// (acquired or renewed), ordered by key.
+    pub(crate) leases: Vec<(ChangeKind, Lease)>,
+    /// Keys whose record does not parse, ordered.
+    pub(crate) corrupt: Vec<String>,
+}
+
+/// What one key of a listing came to.
+enum Found {
+    Held(ChangeKind, Lease),
+    Corrupt(String),
+    Free,
+}
+
 /// `{"leases":[` + `],"next":` + `}`.
 const ENVELOPE_BYTES: usize = 21;
+/// `,"corrupt":[` + `]`, once a page names a corrupt key.
+const CORRUPT_BYTES: usize = 13;
 /// The longest `next`: a quoted key (keys need no escaping).
 const NEXT_BYTES: usize = MAX_NAME_LEN + 2;
 
@@ -116,6 +153,7 @@ const NEXT_BYTES: usize = MAX_NAME_LEN + 2;
 /// is reached, and the first lease it turns away proves that `next` is due.
 struct Page {
     leases: Vec<Lease>,
+    corrupt: Vec<String>,
     limit: Option<usize>,
     max_bytes: Option<usize>,
     /// Encoded size so far, with room for the longest `next`.
@@ -127,6 +165,7 @@ impl Page {
     fn new(limit: Option<usize>, max_bytes: Option<usize>) -> Self {
         Page {
             leases: Vec::new(),
+            corrupt: Vec::new(),
             limit,
             max_bytes,
             bytes: ENVELOPE_BYTES + NEXT_BYTES,
@@ -151,6 +190,26 @@ impl Page {
         true
     }
 
+    /// Names `key` as corrupt, or returns false (and the page is done) when
+    /// the name does not fit.
+    fn push_corrupt(&mut self, key: String) -> bool {
+        let size = key.len()
+            + 2
+            + usize::from(!self.corrupt.is_empty())
+            + if self.corrupt.is_empty() {
+                CORRUPT_BYTES
+            } else {
+                0
+            };
+        if self.max_bytes.is_some_and(|max| self.bytes + size > max) {
+            self.more = true;
+            return false;
+        }
+        self.bytes += size;
+        self.corrupt.push(key);
+        true
+    }
+
     fn finish(self) -> Result<LeaseList, LeaseError> {
         if self.more && self.leases.is_empty() {
             return Err(LeaseError::internal(format!(
@@ -165,6 +224,7 @@ impl Page {
         Ok(LeaseList {
             leases: self.leases,
             next,
+            corrupt: self.corrupt,
         })
     }
 }
@@ -172,6 +232,10 @@ impl Page {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::fakes::{self, request};
+    use dagnats_leases_wire::kind::Kind;
+    use serde_json::json;
+    use time::OffsetDateTime;
     use time::macros::datetime;
 
     fn lease(key: &str) -> Lease {
@@ -236,5 +300,38 @@ mod tests {
         let mut page = Page::new(None, Some(100));
         fill(&mut page, &["a"]);
         assert_eq!(page.finish(), Err(LeaseError::Internal));
+    }
+
+    #[tokio::test]
+    async fn a_listing_answers_every_other_lease_and_names_the_corrupt_keys() {
+        let (core, records, _) = fakes::core(1 << 20);
+        let now = OffsetDateTime::now_utc();
+        records.hold("a", "ha", 10_000, now);
+        records.corrupt("b");
+        records.hold("c", "hc", 10_000, now);
+        records.corrupt("d");
+        let list = core
+            .list(request(json!({})), ListBounds::default())
+            .await
+            .unwrap();
+        let keys: Vec<_> = list.leases.iter().map(|l| l.key.as_str()).collect();
+        assert_eq!(keys, ["a", "c"]);
+        assert_eq!(list.corrupt, ["b", "d"]);
+        let held = core.held(&KeyPrefix::default()).await.unwrap();
+        assert_eq!(held.leases.len(), 2, "a resume skips the corrupt keys too");
+        let owner = core.owner(request(json!({"key": "b"}))).await;
+        assert_eq!(owner.unwrap_err().kind(), Kind::Internal);
+    }
+
+    #[tokio::test]
+    async fn a_listing_without_corrupt_keys_has_no_corrupt_field() {
+        let (core, records, _) = fakes::core(1 << 20);
+        records.hold("a", "ha", 10_000, OffsetDateTime::now_utc());
+        let list = core
+            .list(request(json!({})), ListBounds::default())
+            .await
+            .unwrap();
+        let body = serde_json::to_value(&list).unwrap();
+        assert!(body.get("corrupt").is_none(), "{body}");
     }
 }

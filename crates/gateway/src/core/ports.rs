@@ -43,6 +43,10 @@ pub(crate) trait Records: Send + Sync {
     /// Asks for the bucket to be checked and created again now, after a
     /// call found it missing.
     fn request_repair(&self);
+
+    /// Learns that the bucket reached `revision` (a change event of any
+    /// gateway's write): a bucket created again starts above it.
+    fn saw(&self, revision: u64);
 }
 
 /// Whether the bucket can serve now.
@@ -66,8 +70,9 @@ pub(crate) enum StoreError {
     Unavailable(String),
     /// The bucket is gone; it must be created again.
     BucketMissing,
-    /// A record that does not parse.
-    Corrupt(String),
+    /// The key's last message, at revision `seq`, does not parse: the
+    /// revision lets an operator's revoke write over it.
+    Corrupt { seq: u64, cause: String },
     /// An answer the store does not understand.
     Unexpected(String),
 }

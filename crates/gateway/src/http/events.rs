@@ -80,6 +80,7 @@ pub(crate) async fn events(
             .core
             .held(&KeyPrefix::default())
             .await?
+            .leases
             .into_iter()
             .filter(|(_, lease)| lease.revision > after)
             .map(|(event, lease)| EncodedChange::held(event, &lease))

@@ -246,7 +246,10 @@ impl Bucket {
         let decode = |field: Option<String>| {
             STANDARD
                 .decode(field.unwrap_or_default())
-                .map_err(|err| StoreError::Corrupt(format!("message {}: {err}", msg.seq)))
+                .map_err(|err| StoreError::Corrupt {
+                    seq: msg.seq,
+                    cause: format!("message {}: {err}", msg.seq),
+                })
         };
         let hdrs = decode(msg.hdrs)?;
         let data = decode(msg.data)?;
@@ -261,7 +264,10 @@ impl Bucket {
         };
         decode_entry(msg.seq, stored_at, header, &data)
             .map(|entry| (msg.seq, Some(entry)))
-            .map_err(StoreError::Corrupt)
+            .map_err(|cause| StoreError::Corrupt {
+                seq: msg.seq,
+                cause,
+            })
     }
 
     /// Every key that has a message in the bucket (held, released or

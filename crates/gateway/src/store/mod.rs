@@ -45,6 +45,9 @@ enum State {
 pub(crate) struct Store {
     state: watch::Receiver<State>,
     repair: Arc<Notify>,
+    /// Shared with the provisioner and the bucket handle (see
+    /// [`provision::first_seq`]).
+    highest_seen: Arc<AtomicU64>,
 }
 
 impl Store {
@@ -95,6 +98,10 @@ impl Records for Store {
     fn request_repair(&self) {
         self.repair.notify_one();
     }
+
+    fn saw(&self, revision: u64) {
+        self.highest_seen.fetch_max(revision, Ordering::Relaxed);
+    }
 }
 
 /// The provisioner's half of a [`Store`].
@@ -112,59 +119,73 @@ pub(crate) fn store(client: Client, settings: BucketSettings) -> (Store, Provisi
         "the leases bucket is not provisioned yet".into(),
     ));
     let repair = Arc::new(Notify::new());
+    let highest_seen = Arc::new(AtomicU64::new(0));
     let store = Store {
         state: rx,
         repair: repair.clone(),
+        highest_seen: highest_seen.clone(),
     };
     let provisioner = Provisioner {
         client,
         settings,
         state,
         repair,
-        highest_seen: Arc::new(AtomicU64::new(0)),
+        highest_seen,
     };
     (store, provisioner)
 }
 
-/// How often a ready bucket is checked again, and an unsupported server's
-/// version read again (it may have been upgraded).
-const RECHECK: Duration = Duration::from_secs(10);
 /// Retry delays while JetStream is unavailable.
 const RETRY_MIN: Duration = Duration::from_millis(250);
 const RETRY_MAX: Duration = Duration::from_secs(5);
 
-/// Keeps the bucket provisioned until `shutdown`. Returns the refusal if an
-/// existing bucket is one the gateway must not run on.
+/// Keeps the bucket provisioned until `shutdown`, checking a ready one
+/// every `recheck` (and an unsupported server's version, which may have
+/// been upgraded). Returns the refusal if, before it ever served, the
+/// existing bucket is one the gateway must not run on; once it has served,
+/// a refusal is a reason to answer `unavailable` and try again, never to
+/// stop.
 pub(crate) async fn keep_provisioned(
     p: Provisioner,
     shutdown: CancellationToken,
 ) -> Result<(), Refusal> {
     let jetstream = JetStream::new(p.client.clone());
+    let recheck = p.settings.recheck;
     let mut retry = RETRY_MIN;
     let mut last_note = String::new();
+    // The first pass that finds the stream may scale it; later ones not.
+    let mut scale = true;
+    let mut served = false;
     loop {
-        let first_seq = p.highest_seen.load(Ordering::Relaxed) + 1;
+        let first_seq = provision::first_seq(p.highest_seen.load(Ordering::Relaxed));
         let outcome = if p.client.connection_state() == async_nats::connection::State::Connected {
             let server_version = p.client.server_info().version;
-            provision::provision(&jetstream, server_version, &p.settings, first_seq).await?
+            let pass =
+                provision::provision(&jetstream, server_version, &p.settings, first_seq, scale);
+            match pass.await {
+                Ok(outcome) => outcome,
+                Err(refusal) if !served => return Err(refusal),
+                Err(refusal) => Provisioned::Unavailable(refusal.to_string()),
+            }
         } else {
             Provisioned::Unavailable("not connected to NATS".into())
         };
         let (availability, wait, note) = match outcome {
             Provisioned::Ready { replicas } => {
                 retry = RETRY_MIN;
+                (scale, served) = (false, true);
                 let bucket = Bucket::new(jetstream.clone(), p.highest_seen.clone(), replicas > 1);
                 (
                     State::Ready(Arc::new(bucket)),
-                    RECHECK,
-                    "leases bucket ready".to_string(),
+                    recheck,
+                    ready_note(p.settings.replicas, replicas),
                 )
             }
             Provisioned::Unsupported { server_version } => {
                 let note = format!(
                     "nats-server {server_version} is older than 2.11: no leases bucket, every lease call answers unsupported"
                 );
-                (State::Unsupported { server_version }, RECHECK, note)
+                (State::Unsupported { server_version }, recheck, note)
             }
             Provisioned::Unavailable(reason) => {
                 let wait = retry;
@@ -175,7 +196,7 @@ pub(crate) async fn keep_provisioned(
         };
         if note != last_note {
             match availability {
-                State::Ready(_) => tracing::info!("{note}"),
+                State::Ready(_) if note == READY => tracing::info!("{note}"),
                 _ => tracing::warn!("{note}"),
             }
             last_note = note;
@@ -186,5 +207,20 @@ pub(crate) async fn keep_provisioned(
             _ = p.repair.notified() => {}
             _ = tokio::time::sleep(wait) => {}
         }
+    }
+}
+
+const READY: &str = "leases bucket ready";
+
+/// What the log says of a ready bucket: whether its replicas differ from
+/// this gateway's `--replicas`, which then stands unapplied.
+fn ready_note(configured: Option<usize>, replicas: u64) -> String {
+    match configured {
+        Some(want) if want as u64 != replicas => format!(
+            "{READY} at {replicas} replicas, not this gateway's --replicas {want}: \
+             a gateway scales an existing bucket only when it starts (the last one started wins), \
+             so it is left as it is"
+        ),
+        _ => READY.to_string(),
     }
 }

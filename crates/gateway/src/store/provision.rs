@@ -3,7 +3,16 @@
 //!
 //! It never deletes or recreates a stream: the fence is the stream sequence,
 //! and a new stream would start it again. What cannot be updated in place is
-//! a refusal, and the gateway stops with the reason.
+//! a [`Refusal`]: before the gateway first served, it stops with the reason;
+//! once serving, `keep_provisioned` answers `unavailable` with it and tries
+//! again (a passing error never stops a serving gateway).
+//!
+//! Replicas: a gateway scales an existing stream to its `--replicas` at most
+//! once, on the first pass that finds it (when it starts); afterwards the
+//! stream's replicas stand and a different setting is only logged. So
+//! gateways started with different settings never rescale back and forth:
+//! the last one started wins. A scale the server refuses (3 replicas on
+//! one server) is logged and the stream serves at its replicas.
 
 use std::time::Duration;
 
@@ -18,10 +27,13 @@ pub(crate) const MIN_SERVER_VERSION: (u64, u64) = (2, 11);
 /// What the bucket must look like.
 #[derive(Debug, Clone)]
 pub(crate) struct BucketSettings {
-    /// Replicas for a new bucket; `Some` also scales an existing one.
+    /// Replicas for a new bucket; `Some` also scales an existing one, once,
+    /// when the gateway starts (see the module's doc).
     pub(crate) replicas: Option<usize>,
     /// How long the server keeps the marker it writes when a lease expires.
     pub(crate) marker_ttl: Duration,
+    /// How often a ready bucket is checked again.
+    pub(crate) recheck: Duration,
 }
 
 /// Where provisioning got to.
@@ -40,6 +52,30 @@ pub(crate) enum Provisioned {
 #[error("refusing to use the existing {STREAM} stream: {0}")]
 pub struct Refusal(pub String);
 
+/// Where a bucket created now starts its sequence, so its first fence is
+/// above every fence any earlier `KV_leases` handed out, whichever gateway
+/// wrote them and whatever this one saw.
+///
+/// Two floors, the higher wins. `highest_seen` is the highest revision this
+/// gateway read, wrote or saw in a change event (the events relay sees
+/// every gateway's writes). The wall clock, in microseconds since the Unix
+/// epoch, covers what it missed: a stream takes far fewer than a million
+/// writes a second, so every sequence of an earlier stream (started at 1,
+/// or at such a floor when it was created) is below the creating gateway's
+/// clock reading at the time of that write. A recreation is safe as long as
+/// the recreating gateway's clock is not behind the clocks of the gateways
+/// that created the earlier streams by more than the time those streams
+/// lived (at 10,000 writes a second, 99 % of it): with clocks kept by NTP
+/// (milliseconds apart), only a stream deleted within moments of its
+/// creation could come near. Fences stay below 2^53 (exact in JSON and
+/// JavaScript) until the year 2255.
+pub(super) fn first_seq(highest_seen: u64) -> u64 {
+    let clock = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_micros() as u64);
+    (highest_seen + 1).max(clock)
+}
+
 /// Parses `major.minor` from a server version such as `2.11.3-beta`.
 pub(crate) fn parse_version(version: &str) -> Option<(u64, u64)> {
     let mut parts = version.trim_start_matches('v').split('.');
@@ -54,8 +90,14 @@ pub(crate) fn parse_version(version: &str) -> Option<(u64, u64)> {
 }
 
 /// The stream settings leases rely on, merged over `base` (an existing
-/// config, or an empty object for a new bucket).
-fn required_config(mut base: Value, settings: &BucketSettings, first_seq: u64) -> Value {
+/// config, or an empty object for a new bucket). An existing stream is
+/// scaled to the configured replicas only when `scale` says so.
+fn required_config(
+    mut base: Value,
+    settings: &BucketSettings,
+    first_seq: u64,
+    scale: bool,
+) -> Value {
     let creating = base.get("name").is_none();
     let fields = json!({
         "name": STREAM,
@@ -75,7 +117,7 @@ fn required_config(mut base: Value, settings: &BucketSettings, first_seq: u64) -
     for (name, value) in fields.as_object().expect("literal object") {
         object.insert(name.clone(), value.clone());
     }
-    if let Some(replicas) = settings.replicas {
+    if let Some(replicas) = settings.replicas.filter(|_| scale) {
         object.insert("num_replicas".into(), json!(replicas));
     }
     if creating {
@@ -134,12 +176,14 @@ fn describe(reply: &Value) -> String {
 }
 
 /// One provisioning pass. `first_seq` is where a new bucket's sequence
-/// starts, so fences keep growing if the bucket had to be created again.
+/// starts, so fences keep growing if the bucket had to be created again;
+/// `scale` lets it scale an existing stream to the configured replicas.
 pub(super) async fn provision(
     jetstream: &JetStream,
     server_version: String,
     settings: &BucketSettings,
     first_seq: u64,
+    scale: bool,
 ) -> Result<Provisioned, Refusal> {
     match parse_version(&server_version) {
         Some(version) if version >= MIN_SERVER_VERSION => {}
@@ -157,11 +201,11 @@ pub(super) async fn provision(
             Err(reason) => return unavailable(reason),
         };
         match err_code(&info) {
-            None => return update(jetstream, settings, info["config"].clone()).await,
+            None => return update(jetstream, settings, info["config"].clone(), scale).await,
             Some(code::STREAM_NOT_FOUND) => {}
             Some(_) => return unavailable(describe(&info)),
         }
-        let config = required_config(json!({}), settings, first_seq);
+        let config = required_config(json!({}), settings, first_seq, true);
         let replicas = replicas(&config);
         let created = match jetstream
             .api(&format!("STREAM.CREATE.{STREAM}"), &config)
@@ -186,33 +230,84 @@ async fn update(
     jetstream: &JetStream,
     settings: &BucketSettings,
     existing: Value,
+    scale: bool,
 ) -> Result<Provisioned, Refusal> {
     check_immutable(&existing)?;
-    let wanted = required_config(existing.clone(), settings, 0);
+    let kept = required_config(existing.clone(), settings, 0, false);
+    let wanted = required_config(existing.clone(), settings, 0, scale);
+    if wanted != kept {
+        match send_update(jetstream, &wanted).await {
+            Ok(()) => {
+                tracing::info!(
+                    stream = STREAM,
+                    from = replicas(&existing),
+                    to = replicas(&wanted),
+                    "scaled the leases bucket"
+                );
+                return Ok(Provisioned::Ready {
+                    replicas: replicas(&wanted),
+                });
+            }
+            Err(UpdateFailed::Unreachable(reason)) => return Ok(Provisioned::Unavailable(reason)),
+            // Serving at the replicas it has beats not serving.
+            Err(UpdateFailed::Refused { reason, .. }) => tracing::warn!(
+                stream = STREAM,
+                from = replicas(&existing),
+                to = replicas(&wanted),
+                "could not scale the leases bucket, it serves at its replicas: {reason}"
+            ),
+        }
+    }
     let ready = Provisioned::Ready {
-        replicas: replicas(&wanted),
+        replicas: replicas(&kept),
     };
-    if wanted == existing {
+    if kept == existing {
         return Ok(ready);
     }
-    let reply = match jetstream
-        .api(&format!("STREAM.UPDATE.{STREAM}"), &wanted)
-        .await
-    {
-        Ok(reply) => reply,
-        Err(reason) => return Ok(Provisioned::Unavailable(reason)),
-    };
-    if err_code(&reply).is_some() {
-        return Err(Refusal(format!(
-            "it lacks settings leases need and the server would not update it: {}",
-            describe(&reply)
-        )));
+    match send_update(jetstream, &kept).await {
+        Ok(()) => {
+            tracing::info!(
+                stream = STREAM,
+                "updated the leases bucket to the settings leases need"
+            );
+            Ok(ready)
+        }
+        Err(UpdateFailed::Unreachable(reason)) => Ok(Provisioned::Unavailable(reason)),
+        Err(UpdateFailed::Refused { reason, passing }) => {
+            let reason = format!("updating {STREAM}: {reason}");
+            if passing {
+                Ok(Provisioned::Unavailable(reason))
+            } else {
+                Err(Refusal(format!(
+                    "it lacks settings leases need and the server would not update it: {reason}"
+                )))
+            }
+        }
     }
-    tracing::info!(
-        stream = STREAM,
-        "updated the leases bucket to the settings leases need"
-    );
-    Ok(ready)
+}
+
+/// Why a `STREAM.UPDATE` did not take.
+enum UpdateFailed {
+    /// No answer (JetStream unreachable, timed out).
+    Unreachable(String),
+    /// The server answered with an error; `passing` when its status is
+    /// 503 (no leader, temporarily unavailable, insufficient resources
+    /// while a node is down), which may clear by itself.
+    Refused { reason: String, passing: bool },
+}
+
+async fn send_update(jetstream: &JetStream, config: &Value) -> Result<(), UpdateFailed> {
+    let reply = jetstream
+        .api(&format!("STREAM.UPDATE.{STREAM}"), config)
+        .await
+        .map_err(UpdateFailed::Unreachable)?;
+    match err_code(&reply) {
+        None => Ok(()),
+        Some(_) => Err(UpdateFailed::Refused {
+            reason: describe(&reply),
+            passing: reply["error"]["code"].as_u64() == Some(503),
+        }),
+    }
 }
 
 /// A stream config's replicas (the server's default, 1, when absent).
@@ -233,6 +328,18 @@ mod tests {
     }
 
     #[test]
+    fn a_new_bucket_starts_above_what_was_seen_and_above_the_clock() {
+        let clock = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as u64;
+        assert!(first_seq(0) >= clock);
+        assert!(first_seq(0) < 1 << 53, "exact in JSON");
+        let far = clock * 2;
+        assert_eq!(first_seq(far), far + 1);
+    }
+
+    #[test]
     fn a_memory_stream_is_refused() {
         let config = json!({"storage": "memory", "subjects": [KEY_SUBJECTS]});
         let err = check_immutable(&config).unwrap_err();
@@ -244,13 +351,43 @@ mod tests {
         let settings = BucketSettings {
             replicas: None,
             marker_ttl: Duration::from_secs(5),
+            recheck: Duration::from_secs(10),
         };
-        let created = required_config(json!({}), &settings, 0);
-        assert_eq!(required_config(created.clone(), &settings, 0), created);
+        let created = required_config(json!({}), &settings, 0, true);
+        assert_eq!(
+            required_config(created.clone(), &settings, 0, true),
+            created
+        );
         assert_eq!(created["num_replicas"], json!(1));
         assert_eq!(
             created["republish"]["dest"],
             json!("dagnats.lease.changed.{{wildcard(1)}}")
         );
+    }
+}
+
+#[cfg(test)]
+mod replicas_tests {
+    use super::*;
+
+    fn settings(replicas: usize) -> BucketSettings {
+        BucketSettings {
+            replicas: Some(replicas),
+            marker_ttl: Duration::from_secs(5),
+            recheck: Duration::from_secs(10),
+        }
+    }
+
+    #[test]
+    fn an_existing_stream_is_scaled_only_on_the_pass_that_may_scale() {
+        let existing = required_config(json!({}), &settings(3), 0, true);
+        assert_eq!(existing["num_replicas"], json!(3));
+        let later = required_config(existing.clone(), &settings(1), 0, false);
+        assert_eq!(
+            later, existing,
+            "a later check leaves the replicas as they are"
+        );
+        let starting = required_config(existing, &settings(1), 0, true);
+        assert_eq!(starting["num_replicas"], json!(1));
     }
 }

@@ -9,6 +9,7 @@ pub mod checker;
 pub mod lease_ops;
 pub mod owner;
 pub mod proxy;
+pub mod records;
 pub mod service;
 pub mod takeover;
 

@@ -229,12 +229,75 @@ async fn a_renew_acknowledged_after_the_lease_was_due_is_lost() {
     let due = written_at + Duration::from_millis(1_000);
     records.ack_not_before(due - EXPIRY_MARGIN);
     assert_eq!(kind(renew(&core, "a", revision).await), Kind::Lost);
-    // The write itself landed; the holder was told not to count on it.
+    // The write landed, and was taken back at its own revision: nothing
+    // stays held in the name of a holder told it lost the lease.
+    assert_eq!(records.writes(), 2);
+    let Some(Entry::Free {
+        released: Some(tombstone),
+        ..
+    }) = records.entry("k")
+    else {
+        panic!("the renewed record is purged: {:?}", records.entry("k"));
+    };
+    assert_eq!(
+        (tombstone.holder.as_str(), tombstone.prev),
+        ("a", revision + 1)
+    );
+    assert!(tombstone.revoked, "not a release by the holder");
+}
+
+#[tokio::test]
+async fn a_retry_of_a_renew_refused_as_too_late_is_lost_too() {
+    let (core, records) = core();
+    let now = OffsetDateTime::now_utc();
+    let written_at = now - Duration::from_millis(1_000) + EXPIRY_MARGIN + Duration::from_secs(1);
+    let revision = records.hold("k", "a", 1_000, written_at);
+    records.ack_not_before(written_at + Duration::from_millis(1_000) - EXPIRY_MARGIN);
+    assert_eq!(kind(renew(&core, "a", revision).await), Kind::Lost);
+    assert_eq!(kind(renew(&core, "a", revision).await), Kind::Lost);
+    assert_eq!(kind(release(&core, "a", revision).await), Kind::Lost);
+    let other = acquire(&core, "b").await.unwrap();
+    assert!(other.granted, "the key is free");
+}
+
+#[tokio::test]
+async fn a_release_past_the_lease_expiry_is_lost() {
+    let (core, records) = core();
+    // Past its expiry; the server has not expired it yet.
+    let written_at = OffsetDateTime::now_utc() - Duration::from_secs(2);
+    let revision = records.hold("k", "a", 1_000, written_at);
+    assert_eq!(kind(release(&core, "a", revision).await), Kind::Lost);
+    assert_eq!(records.writes(), 0);
+}
+
+#[tokio::test]
+async fn an_acquire_of_an_overdue_lease_is_a_new_tenure_over_the_expiry_marker() {
+    let (core, records) = core();
+    let written_at = OffsetDateTime::now_utc() - Duration::from_secs(2);
+    let stale = records.hold("k", "a", 1_000, written_at);
+    let expiring = records.clone();
+    let marker = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        expiring.expire("k")
+    });
+    let before = OffsetDateTime::now_utc();
+    let grant = acquire(&core, "a").await.unwrap();
+    let marker = marker.await.unwrap();
+    assert!(grant.granted);
+    assert!(marker > stale);
+    assert_eq!(grant.lease.revision, marker + 1, "written over the marker");
+    assert!(grant.lease.acquired_at >= before, "a new tenure");
+    assert!(grant.lease.expires_at > before);
     assert_eq!(records.writes(), 1);
-    assert!(matches!(
-        records.entry("k"),
-        Some(Entry::Held { renewed: true, .. })
-    ));
+}
+
+#[tokio::test]
+async fn an_acquire_of_an_overdue_lease_the_server_never_frees_is_unavailable() {
+    let (core, records) = core();
+    let written_at = OffsetDateTime::now_utc() - Duration::from_secs(2);
+    records.hold("k", "a", 1_000, written_at);
+    assert_eq!(kind(acquire(&core, "b").await), Kind::Unavailable);
+    assert_eq!(records.writes(), 0, "never written over the overdue record");
 }
 
 #[tokio::test]
@@ -336,4 +399,23 @@ async fn revoking_a_free_key_is_not_held() {
     let (core, _) = core();
     let err = core.revoke(request(json!({"key": "k"}))).await.unwrap_err();
     assert_eq!(err.kind(), Kind::NotHeld);
+}
+
+#[tokio::test]
+async fn revoke_clears_a_corrupt_record_with_a_higher_fence() {
+    let (core, records) = core();
+    let bad = records.corrupt("k");
+    let revoked = core.revoke(request(json!({"key": "k"}))).await.unwrap();
+    assert!(revoked.revision > bad);
+    assert_eq!(revoked, released("", revoked.revision));
+    assert!(matches!(records.entry("k"), Some(Entry::Free { seq, .. }) if seq == revoked.revision));
+    assert!(acquire(&core, "a").await.unwrap().lease.revision > revoked.revision);
+}
+
+#[tokio::test]
+async fn a_change_event_tells_the_bucket_the_revision_it_reached() {
+    let (core, records) = core();
+    core.observe("k", 41, None);
+    core.observe("j", 7, None);
+    assert_eq!(records.saw_revision(), 41);
 }
