@@ -6,6 +6,7 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{Setup, command, eventually};
@@ -88,7 +89,10 @@ async fn members_split_the_shards_floor_or_ceil_each_and_every_shard_once() {
     }
     // Each shard's lease names the member that owns it, at its fence.
     for (name, w) in &members {
-        for (shard, fence) in w.borrow().fences() {
+        // Copied out: a watch borrow held across an await would block the
+        // member's own publish.
+        let fences = w.borrow().fences();
+        for (shard, fence) in fences {
             let reply = s
                 .call(
                     "owner",
@@ -299,4 +303,220 @@ async fn bad_group_options_are_refused_before_anything_is_sent() {
         );
         assert!(refused.is_err(), "{group} {count} {holder}");
     }
+}
+
+/// Checks, at every change of any member's owned set, that no shard is in
+/// two members' sets at once (one thread: each check is one instant).
+fn watch_for_overlaps(
+    members: Vec<(&'static str, watch::Receiver<Owned>)>,
+) -> tokio::task::JoinHandle<usize> {
+    tokio::spawn(async move {
+        let mut members = members;
+        let mut checks = 0;
+        loop {
+            let snapshot: Vec<(String, BTreeSet<u32>)> = members
+                .iter()
+                .map(|(n, w)| (n.to_string(), w.borrow().fences().into_keys().collect()))
+                .collect();
+            let mut seen: BTreeMap<u32, String> = BTreeMap::new();
+            for (name, shards) in &snapshot {
+                for shard in shards {
+                    if let Some(other) = seen.insert(*shard, name.clone()) {
+                        panic!("shard {shard} owned by {other} and {name} at once: {snapshot:?}");
+                    }
+                }
+            }
+            checks += 1;
+            let changes = members.iter_mut().map(|(_, w)| Box::pin(w.changed()));
+            let (changed, _, _) = futures::future::select_all(changes).await;
+            if changed.is_err() {
+                return checks;
+            }
+        }
+    })
+}
+
+#[tokio::test]
+async fn no_shard_is_ever_owned_by_two_members_while_members_come_and_go() {
+    let s = Setup::start().await;
+    let client = LeaseClient::new(s.client.clone());
+    let count = 9;
+    let a = member(&client, "safe", count, "s-a");
+    let b = member(&client, "safe", count, "s-b");
+    let c = member(&client, "safe", count, "s-c");
+    let watcher = watch_for_overlaps(vec![
+        ("s-a", a.watch()),
+        ("s-b", b.watch()),
+        ("s-c", c.watch()),
+    ]);
+    converged(
+        count,
+        &[("s-a", a.watch()), ("s-b", b.watch()), ("s-c", c.watch())],
+    )
+    .await;
+    c.shutdown().await;
+    converged(count, &[("s-a", a.watch()), ("s-b", b.watch())]).await;
+    let d = member(&client, "safe", count, "s-d");
+    converged(
+        count,
+        &[("s-a", a.watch()), ("s-b", b.watch()), ("s-d", d.watch())],
+    )
+    .await;
+    drop(b); // a leave without waiting for it
+    converged(count, &[("s-a", a.watch()), ("s-d", d.watch())]).await;
+    watcher.abort();
+    match watcher.await {
+        Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+#[should_panic(expected = "owned by m-1 and m-2 at once")]
+async fn the_overlap_watch_catches_a_shard_owned_twice() {
+    use dagnats_leases_client::shards::ShardTenure;
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    let one = |fence| Owned {
+        shards: [(
+            4,
+            ShardTenure {
+                fence,
+                tenure: fence,
+                until,
+            },
+        )]
+        .into(),
+    };
+    let (_tx1, rx1) = watch::channel(one(10));
+    let (_tx2, rx2) = watch::channel(one(11));
+    let watcher = watch_for_overlaps(vec![("m-1", rx1), ("m-2", rx2)]);
+    if let Err(err) = watcher.await {
+        std::panic::resume_unwind(err.into_panic());
+    }
+}
+
+/// Records, for every shard that changes hands, how long it had no owner:
+/// from the moment it left one member's set to the moment it entered
+/// another's; the longest such gap so far is in the returned cell. A
+/// member whose watch closes (it left) is watched no more.
+fn record_gaps(
+    members: Vec<(&'static str, watch::Receiver<Owned>)>,
+) -> (tokio::task::JoinHandle<()>, Arc<Mutex<Duration>>) {
+    let longest = Arc::new(Mutex::new(Duration::ZERO));
+    let task = tokio::spawn({
+        let longest = longest.clone();
+        async move {
+            let mut members = members;
+            let mut owner: BTreeMap<u32, &'static str> = BTreeMap::new();
+            let mut dropped: BTreeMap<u32, tokio::time::Instant> = BTreeMap::new();
+            while !members.is_empty() {
+                let now = tokio::time::Instant::now();
+                let mut current: BTreeMap<u32, &'static str> = BTreeMap::new();
+                for (name, w) in &members {
+                    for shard in w.borrow().fences().into_keys() {
+                        current.insert(shard, name);
+                    }
+                }
+                for shard in owner.keys() {
+                    if !current.contains_key(shard) {
+                        dropped.entry(*shard).or_insert(now);
+                    }
+                }
+                for shard in current.keys() {
+                    if let Some(at) = dropped.remove(shard) {
+                        let mut longest = longest.lock().unwrap();
+                        *longest = (*longest).max(now - at);
+                    }
+                }
+                owner = current;
+                let changes = members.iter_mut().map(|(_, w)| Box::pin(w.changed()));
+                let (changed, index, _) = futures::future::select_all(changes).await;
+                if changed.is_err() {
+                    members.remove(index);
+                }
+            }
+        }
+    });
+    (task, longest)
+}
+
+/// The figures the README quotes: convergence after a join, a graceful
+/// leave and a crash, shards moved against the minimum, and the longest
+/// time a shard had no owner in a graceful leave. Run by hand:
+/// `cargo test -p dagnats-leases --test shards -- --ignored --nocapture`.
+#[tokio::test]
+#[ignore]
+async fn shard_group_figures() {
+    let s = Setup::start().await;
+    let client = LeaseClient::new(s.client.clone());
+    let (count, ttl_ms) = (64u32, 3_000u64);
+    let a = member(&client, "fig", count, "f-a");
+    let b = member(&client, "fig", count, "f-b");
+    let c = member(&client, "fig", count, "f-c");
+    let three = [("f-a", a.watch()), ("f-b", b.watch()), ("f-c", c.watch())];
+    let before = converged(count, &three).await;
+    let d = member(&client, "fig", count, "f-d");
+    let started = tokio::time::Instant::now();
+    let four = [
+        ("f-a", a.watch()),
+        ("f-b", b.watch()),
+        ("f-c", c.watch()),
+        ("f-d", d.watch()),
+    ];
+    let after = converged(count, &four).await;
+    let moved: usize = ["f-a", "f-b", "f-c"]
+        .iter()
+        .map(|m| before[*m].difference(&after[*m]).count())
+        .sum();
+    println!(
+        "join: converged in {:?}, moved {moved} shards (minimum {})",
+        started.elapsed(),
+        after["f-d"].len()
+    );
+    let (recorder, longest) = record_gaps(four.to_vec());
+    let started = tokio::time::Instant::now();
+    let leaving = after["f-d"].len();
+    d.shutdown().await;
+    let back = converged(count, &three).await;
+    let moved: usize = ["f-a", "f-b", "f-c"]
+        .iter()
+        .map(|m| back[*m].difference(&after[*m]).count())
+        .sum();
+    println!(
+        "graceful leave: converged in {:?}, {leaving} shards handed over, {moved} gained by the others",
+        started.elapsed()
+    );
+    recorder.abort();
+    println!(
+        "graceful leave: the longest time a shard had no owner was {:?}",
+        *longest.lock().unwrap()
+    );
+    let mut crashing = command(
+        &s.server.url,
+        &[
+            "shards", "fig", "--count", "64", "--holder", "f-x", "--ttl-ms", "3000",
+        ],
+    )
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    let names = ["f-a", "f-b", "f-c", "f-x"].map(String::from);
+    let owner = assign(count, &names);
+    eventually("f-x to own its shards", Duration::from_secs(20), || {
+        let client = client.clone();
+        let want = owner.iter().filter(|&&i| i == 3).count();
+        async move {
+            let split = lease_split(&client, "fig").await;
+            (split.get("f-x").map_or(0, |s| s.len()) == want).then_some(())
+        }
+    })
+    .await;
+    crashing.kill().unwrap();
+    crashing.wait().unwrap();
+    let started = tokio::time::Instant::now();
+    converged(count, &three).await;
+    println!(
+        "crash (kill -9, ttl {ttl_ms} ms): converged in {:?}",
+        started.elapsed()
+    );
 }

@@ -406,15 +406,19 @@ impl Member {
         });
     }
 
-    /// Hands every shard to the owner the group would have without us, or
-    /// releases it when we were the last member; then leaves.
+    /// Leaves the group: gives up the membership first, so the other
+    /// members compute the assignment without us (and never hand a shard
+    /// back), then hands every shard to the owner the group has without us,
+    /// or releases it when we were the last member.
     async fn leave(&mut self) {
+        if let Some((fence, _)) = self.membership.take() {
+            let _ = self
+                .client
+                .release(&self.member_key(), &self.opts.holder, fence)
+                .await;
+        }
         let others: Vec<String> = match self.view().await {
-            Ok(view) => view
-                .members
-                .into_iter()
-                .filter(|m| *m != self.opts.holder)
-                .collect(),
+            Ok(view) => view.members,
             Err(_) => Vec::new(),
         };
         let assignment = assign(self.opts.count, &others);
@@ -435,12 +439,6 @@ impl Member {
                         .await;
                 }
             }
-        }
-        if let Some((fence, _)) = self.membership.take() {
-            let _ = self
-                .client
-                .release(&self.member_key(), &self.opts.holder, fence)
-                .await;
         }
         self.publish();
     }
