@@ -12,6 +12,7 @@ use async_nats::client::PublishErrorKind;
 use async_nats::{Client, HeaderMap, Message, Subscriber};
 use bytes::Bytes;
 use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -85,10 +86,14 @@ pub(crate) async fn serve(
         permits,
         give_up,
     };
-    let loops = subs
+    // Unordered: a request wakes only its own subject's loop. `join_all`
+    // polled all five on every request (callgrind: 2.6 k instructions of
+    // a renew's 105 k).
+    let loops: FuturesUnordered<_> = subs
         .into_iter()
-        .map(|subject| front.serve_subject(subject, shutdown.clone()));
-    futures::future::join_all(loops).await;
+        .map(|subject| front.serve_subject(subject, shutdown.clone()))
+        .collect();
+    loops.collect::<()>().await;
 }
 
 /// What every subject's loop shares.
