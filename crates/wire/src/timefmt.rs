@@ -191,7 +191,11 @@ mod tests {
             "",
         ] {
             let general = OffsetDateTime::parse(text, &Rfc3339).unwrap_err();
-            assert_eq!(parse(text).unwrap_err().to_string(), general.to_string(), "{text}");
+            assert_eq!(
+                parse(text).unwrap_err().to_string(),
+                general.to_string(),
+                "{text}"
+            );
         }
     }
 
@@ -214,6 +218,9 @@ mod tests {
             datetime!(2026-10-18 12:00:15.250 UTC)
         );
         let err = read(r#"{"at":5}"#).unwrap_err().to_string();
-        assert_eq!(err, "invalid type: integer `5`, expected a string at line 1 column 7");
+        assert_eq!(
+            err,
+            "invalid type: integer `5`, expected a string at line 1 column 7"
+        );
     }
 }
