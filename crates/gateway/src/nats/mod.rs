@@ -226,10 +226,19 @@ async fn handle(
     }
 }
 
+/// Bytes reserved for a reply body up front.
+const REPLY_CAPACITY: usize = 320;
+
 /// The reply body, and the error body too when the call failed.
 fn encode<T: Serialize, E: Into<ErrorBody>>(result: Result<T, E>) -> (Vec<u8>, Option<ErrorBody>) {
     match result {
-        Ok(reply) => (serde_json::to_vec(&reply).expect("replies serialize"), None),
+        Ok(reply) => {
+            // Room for a lease reply (about 200 bytes) without regrowing
+            // from serde_json's 128.
+            let mut body = Vec::with_capacity(REPLY_CAPACITY);
+            serde_json::to_writer(&mut body, &reply).expect("replies serialize");
+            (body, None)
+        }
         Err(err) => {
             let body: ErrorBody = err.into();
             let json = serde_json::to_vec(&body).expect("error bodies serialize");
