@@ -102,8 +102,11 @@ pub(crate) fn request(front: Front, op: Op, kind: &'static str, elapsed: Duratio
 /// instructions (callgrind).
 #[derive(Default)]
 struct RequestHandles {
-    by_labels: Mutex<HashMap<(Front, Op, &'static str), (Counter, Histogram)>>,
+    by_labels: Mutex<HashMap<Labels, (Counter, Histogram)>>,
 }
+
+/// Front, operation and outcome (`ok` or the error kind).
+type Labels = (Front, Op, &'static str);
 
 impl RequestHandles {
     fn get() -> &'static RequestHandles {

@@ -344,10 +344,10 @@ pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, Invalid> {
     // `Value` route, whose error sentences are the ones callers see; a
     // body that is not an object never tries (a struct reads from an
     // array too).
-    if body.trim_ascii_start().starts_with(b"{") {
-        if let Ok(request) = serde_json::from_slice(body) {
-            return Ok(request);
-        }
+    if body.trim_ascii_start().starts_with(b"{")
+        && let Ok(request) = serde_json::from_slice(body)
+    {
+        return Ok(request);
     }
     from_object(parse_object(body)?)
 }
