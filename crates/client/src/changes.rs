@@ -7,7 +7,16 @@ use dagnats_leases_wire::change::{ChangeEvent, NotAChange};
 /// The change event `msg` carries; `None` (logged) for a message on the
 /// change subjects that is not one.
 pub fn from_message(msg: &Message) -> Option<ChangeEvent> {
-    let header = |name: &str| msg.headers.as_ref()?.get(name).map(|v| v.as_str());
+    // A scan of the few headers an event has, compared as bytes as
+    // `HeaderMap::get` does: `get` validates, classifies and hashes the
+    // name on each of the six lookups (callgrind: 3 % of a renew).
+    let header = |name: &str| {
+        let headers = msg.headers.as_ref()?;
+        let (_, values) = headers
+            .iter()
+            .find(|(n, _)| AsRef::<[u8]>::as_ref(*n) == name.as_bytes())?;
+        values.first().map(|v| v.as_str())
+    };
     match ChangeEvent::decode(msg.subject.as_str(), header, &msg.payload) {
         Ok(change) => Some(change),
         Err(NotAChange::Subject) => None,

@@ -176,8 +176,14 @@ fn with_last_holder(
             if last_holders.len() >= LAST_HOLDERS {
                 last_holders.clear();
             }
-            if let Some(holder) = &change.holder {
-                last_holders.insert(change.key.clone(), holder.clone());
+            // A renew names the holder already remembered: no new strings.
+            match (last_holders.get_mut(&change.key), &change.holder) {
+                (Some(last), Some(holder)) if last == holder => {}
+                (Some(last), Some(holder)) => last.clone_from(holder),
+                (None, Some(holder)) => {
+                    last_holders.insert(change.key.clone(), holder.clone());
+                }
+                (_, None) => {}
             }
         }
         ChangeKind::Released | ChangeKind::Expired => {

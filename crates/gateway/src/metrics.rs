@@ -1,10 +1,11 @@
 //! Prometheus metrics: one recorder per process, and the few helpers every
 //! part records through, so both fronts count requests the same way.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 /// Latency buckets in seconds: from a cached renew to a 30 s forward.
@@ -28,7 +29,7 @@ pub(crate) fn handle() -> PrometheusHandle {
 }
 
 /// Which front answered a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Front {
     Nats,
     Http,
@@ -45,7 +46,7 @@ impl Front {
 
 /// What a request asked for, as the `op` label names it: the lease
 /// operations both fronts serve, and the HTTP front's own endpoints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Op {
     Acquire,
     Renew,
@@ -92,11 +93,46 @@ impl Op {
 /// Counts one answered request by front, operation and outcome (`ok` or
 /// the error kind), and records its latency.
 pub(crate) fn request(front: Front, op: Op, kind: &'static str, elapsed: Duration) {
-    let (front, op) = (front.as_str(), op.label());
-    metrics::counter!("dagnats_requests_total", "front" => front, "op" => op, "kind" => kind)
-        .increment(1);
-    metrics::histogram!("dagnats_request_duration_seconds", "front" => front, "op" => op)
-        .record(elapsed.as_secs_f64());
+    let (counter, histogram) = RequestHandles::get().of(front, op, kind);
+    counter.increment(1);
+    histogram.record(elapsed.as_secs_f64());
+}
+
+/// The request metrics' handles, each resolved once per label set: the
+/// recorder's lookup of the labels on every call was 3 % of a renew's
+/// instructions (callgrind).
+#[derive(Default)]
+struct RequestHandles {
+    by_labels: Mutex<HashMap<Labels, (Counter, Histogram)>>,
+}
+
+/// Front, operation and outcome (`ok` or the error kind).
+type Labels = (Front, Op, &'static str);
+
+impl RequestHandles {
+    fn get() -> &'static RequestHandles {
+        static HANDLES: OnceLock<RequestHandles> = OnceLock::new();
+        HANDLES.get_or_init(|| {
+            // A handle taken before the recorder is installed would count
+            // nothing, forever.
+            handle();
+            RequestHandles::default()
+        })
+    }
+
+    fn of(&self, front: Front, op: Op, kind: &'static str) -> (Counter, Histogram) {
+        let mut by_labels = self.by_labels.lock().unwrap_or_else(|p| p.into_inner());
+        by_labels
+            .entry((front, op, kind))
+            .or_insert_with(|| {
+                let (front, op) = (front.as_str(), op.label());
+                (
+                    metrics::counter!("dagnats_requests_total", "front" => front, "op" => op, "kind" => kind),
+                    metrics::histogram!("dagnats_request_duration_seconds", "front" => front, "op" => op),
+                )
+            })
+            .clone()
+    }
 }
 
 /// Counts one attempt at an owner's inbox by what came of it.

@@ -1,11 +1,13 @@
 //! What this gateway knows a revision holds, so a renew or release in the
 //! common case is one JetStream round trip (the compare-and-set) instead of
-//! a read and a write.
+//! a read and a write, and so is an acquire of a key known to be free.
 //!
 //! Safe by construction: a stream sequence names exactly one message, so if
 //! revision R is known to hold holder H's lease, a write that expects R and
 //! succeeds replaced that very record. An entry is only ever used when the
 //! caller's revision equals it; a stale or missing entry costs one read.
+//! Likewise a create that expects the revision a key was freed at (or 0, no
+//! message, for a key never seen) lands only if the key is still free.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -39,46 +41,73 @@ impl Known {
     }
 }
 
+/// What is known of one key at its last known revision.
+enum Slot {
+    Held(Known),
+    /// Freed (released or expired) at this revision.
+    Free(u64),
+}
+
+impl Slot {
+    fn revision(&self) -> u64 {
+        match self {
+            Slot::Held(known) => known.revision,
+            Slot::Free(revision) => *revision,
+        }
+    }
+}
+
 /// Last known revision of each key.
 #[derive(Default)]
 pub(crate) struct KnownRevisions {
-    by_key: Mutex<HashMap<String, Known>>,
+    by_key: Mutex<HashMap<String, Slot>>,
 }
 
 impl KnownRevisions {
     /// Records that `key` is at `known.revision`, unless a later revision is
     /// already known.
     pub(crate) fn remember(&self, key: &str, known: Known) {
+        self.set(key, Slot::Held(known));
+    }
+
+    /// Records that `key` was freed at `revision` (a release or an expiry
+    /// marker), unless a later revision is already known.
+    pub(crate) fn freed(&self, key: &str, revision: u64) {
+        self.set(key, Slot::Free(revision));
+    }
+
+    fn set(&self, key: &str, slot: Slot) {
         let mut map = self.by_key.lock().expect("poisoned");
         if let Some(current) = map.get_mut(key) {
-            if current.revision < known.revision {
-                *current = known;
+            if current.revision() < slot.revision() {
+                *current = slot;
             }
             return;
         }
         if map.len() >= CAPACITY {
             map.clear();
         }
-        map.insert(key.to_string(), known);
+        map.insert(key.to_string(), slot);
     }
 
     /// What `key` holds at `revision`, if that is known.
     pub(crate) fn at(&self, key: &str, revision: u64) -> Option<Known> {
         let map = self.by_key.lock().expect("poisoned");
-        map.get(key).filter(|k| k.revision == revision).cloned()
+        match map.get(key) {
+            Some(Slot::Held(known)) if known.revision == revision => Some(known.clone()),
+            _ => None,
+        }
     }
 
-    /// Drops what is known of `key` (it was released).
-    pub(crate) fn forget(&self, key: &str) {
-        self.by_key.lock().expect("poisoned").remove(key);
-    }
-
-    /// Drops what is known of `key` if it is older than `revision` (the key
-    /// was freed at `revision`; a later write may already be known).
-    pub(crate) fn forget_before(&self, key: &str, revision: u64) {
-        let mut map = self.by_key.lock().expect("poisoned");
-        if map.get(key).is_some_and(|k| k.revision < revision) {
-            map.remove(key);
+    /// The revision a create of `key` should expect if `key` is believed
+    /// free: the one it was freed at, or 0 (no message) if nothing is known
+    /// of it. `None` when it is known held: the holder must be read.
+    pub(crate) fn free_at(&self, key: &str) -> Option<u64> {
+        let map = self.by_key.lock().expect("poisoned");
+        match map.get(key) {
+            Some(Slot::Held(_)) => None,
+            Some(Slot::Free(revision)) => Some(*revision),
+            None => Some(0),
         }
     }
 }
@@ -106,7 +135,21 @@ mod tests {
         assert_eq!(k.at("a", 3), None);
         k.remember("a", known(7));
         assert_eq!(k.at("a", 7), Some(known(7)));
-        k.forget("a");
+        k.freed("a", 8);
         assert_eq!(k.at("a", 7), None);
+    }
+
+    #[test]
+    fn a_key_is_believed_free_at_its_last_free_revision_or_0_if_never_seen() {
+        let k = KnownRevisions::default();
+        assert_eq!(k.free_at("a"), Some(0));
+        k.remember("a", known(5));
+        assert_eq!(k.free_at("a"), None);
+        k.freed("a", 4);
+        assert_eq!(k.free_at("a"), None, "an older free never hides a hold");
+        k.freed("a", 6);
+        assert_eq!(k.free_at("a"), Some(6));
+        k.remember("a", known(5));
+        assert_eq!(k.free_at("a"), Some(6), "an older hold never hides a free");
     }
 }

@@ -54,7 +54,7 @@ impl LeaseCore {
         self.records.saw(revision);
         match lease {
             Some(lease) => self.known.remember(key, Known::of(revision, lease)),
-            None => self.known.forget_before(key, revision),
+            None => self.known.freed(key, revision),
         }
     }
 
@@ -65,31 +65,38 @@ impl LeaseCore {
     /// Grants the key if nobody holds it. The current holder asking again
     /// gets its lease back unchanged (same revision, TTL not extended), so
     /// a retry after a lost reply is safe.
+    ///
+    /// A key believed free is created at once, one round trip: its
+    /// compare-and-set decides, and a conflict reads like any other round.
     pub(crate) async fn acquire(&self, req: AcquireRequest) -> Result<Grant, LeaseError> {
         let bucket = self.bucket()?;
         let key = req.key.as_str();
+        let mut believed_free = self.known.free_at(key);
         for _ in 0..MAX_ROUNDS {
-            let expected = match self.read(bucket, key).await? {
-                Some(Entry::Held {
-                    seq,
-                    record,
-                    stored_at,
-                    ..
-                }) => {
-                    let lease = record.lease(key, seq, Some(stored_at));
-                    if lease.expires_at <= OffsetDateTime::now_utc() {
-                        // Overdue: nobody holds it, but a write over it now
-                        // could be purged by the server's expiry marker
-                        // (docs/operations.md), so the new tenure is
-                        // written over the marker instead.
-                        self.await_expiry(bucket, key, seq).await?;
-                        continue;
+            let expected = match believed_free.take() {
+                Some(seq) => seq,
+                None => match self.read(bucket, key).await? {
+                    Some(Entry::Held {
+                        seq,
+                        record,
+                        stored_at,
+                        ..
+                    }) => {
+                        let lease = record.lease(key, seq, Some(stored_at));
+                        if lease.expires_at <= OffsetDateTime::now_utc() {
+                            // Overdue: nobody holds it, but a write over it
+                            // now could be purged by the server's expiry
+                            // marker (docs/operations.md), so the new tenure
+                            // is written over the marker instead.
+                            self.await_expiry(bucket, key, seq).await?;
+                            continue;
+                        }
+                        let granted = record.holder == req.holder.as_str();
+                        return Ok(Grant { granted, lease });
                     }
-                    let granted = record.holder == req.holder.as_str();
-                    return Ok(Grant { granted, lease });
-                }
-                Some(Entry::Free { seq, .. }) => seq,
-                None => 0,
+                    Some(Entry::Free { seq, .. }) => seq,
+                    None => 0,
+                },
             };
             let now = OffsetDateTime::now_utc();
             let record = lease_record(&req.holder, req.ttl_ms, now, now, expected);
@@ -397,7 +404,7 @@ impl LeaseCore {
             previous_holder: None,
         };
         let seq = bucket.write(key, revision, write).await?;
-        self.known.forget(key);
+        self.known.freed(key, seq);
         Ok(Released {
             released: true,
             held: false,
@@ -452,6 +459,9 @@ impl LeaseCore {
         }) = &entry
         {
             self.remember(key, *seq, record, Some(*stored_at));
+        }
+        if let Some(Entry::Free { seq, .. }) = &entry {
+            self.known.freed(key, *seq);
         }
         Ok(entry)
     }

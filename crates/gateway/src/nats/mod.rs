@@ -12,6 +12,7 @@ use async_nats::client::PublishErrorKind;
 use async_nats::{Client, HeaderMap, Message, Subscriber};
 use bytes::Bytes;
 use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -87,10 +88,14 @@ pub(crate) async fn serve(
         permits,
         give_up,
     };
-    let loops = subs
+    // Unordered: a request wakes only its own subject's loop. `join_all`
+    // polled all five on every request (callgrind: 2.6 k instructions of
+    // a renew's 105 k).
+    let loops: FuturesUnordered<_> = subs
         .into_iter()
-        .map(|subject| front.serve_subject(subject, shutdown.clone()));
-    futures::future::join_all(loops).await;
+        .map(|subject| front.serve_subject(subject, shutdown.clone()))
+        .collect();
+    loops.collect::<()>().await;
 }
 
 /// What every subject's loop shares.
@@ -234,10 +239,19 @@ async fn handle(
     }
 }
 
+/// Bytes reserved for a reply body up front.
+const REPLY_CAPACITY: usize = 320;
+
 /// The reply body, and the error body too when the call failed.
 fn encode<T: Serialize, E: Into<ErrorBody>>(result: Result<T, E>) -> (Vec<u8>, Option<ErrorBody>) {
     match result {
-        Ok(reply) => (serde_json::to_vec(&reply).expect("replies serialize"), None),
+        Ok(reply) => {
+            // Room for a lease reply (about 200 bytes) without regrowing
+            // from serde_json's 128.
+            let mut body = Vec::with_capacity(REPLY_CAPACITY);
+            serde_json::to_writer(&mut body, &reply).expect("replies serialize");
+            (body, None)
+        }
         Err(err) => {
             let body: ErrorBody = err.into();
             let json = serde_json::to_vec(&body).expect("error bodies serialize");

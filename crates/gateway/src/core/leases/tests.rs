@@ -109,6 +109,87 @@ async fn an_expired_key_is_acquired_over_its_marker() {
 }
 
 #[tokio::test]
+async fn acquiring_a_key_never_seen_is_one_write_and_no_read() {
+    let (core, records) = core();
+    assert!(acquire(&core, "a").await.unwrap().granted);
+    assert_eq!((records.reads(), records.writes()), (0, 1));
+}
+
+#[tokio::test]
+async fn acquiring_a_key_released_here_is_one_write_and_no_read() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    release(&core, "a", 1).await.unwrap();
+    let (reads, writes) = (records.reads(), records.writes());
+    let grant = acquire(&core, "b").await.unwrap();
+    assert!(grant.granted);
+    assert_eq!(
+        (grant.lease.holder.as_str(), grant.lease.revision),
+        ("b", 3)
+    );
+    assert_eq!((records.reads(), records.writes()), (reads, writes + 1));
+}
+
+#[tokio::test]
+async fn acquiring_a_key_whose_expiry_was_seen_is_one_write_and_no_read() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    let marker = records.expire("k");
+    core.observe("k", marker, None);
+    let (reads, writes) = (records.reads(), records.writes());
+    let grant = acquire(&core, "b").await.unwrap();
+    assert_eq!((grant.granted, grant.lease.revision), (true, marker + 1));
+    assert_eq!((records.reads(), records.writes()), (reads, writes + 1));
+}
+
+#[tokio::test]
+async fn acquiring_a_key_believed_free_but_taken_since_names_the_holder() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    release(&core, "a", 1).await.unwrap();
+    // Another gateway's acquire this one has not heard of.
+    let written_at = OffsetDateTime::now_utc();
+    let taken = records.hold("k", "b", 10_000, written_at);
+    let (reads, writes) = (records.reads(), records.writes());
+    let refused = acquire(&core, "c").await.unwrap();
+    assert!(!refused.granted);
+    assert_eq!(
+        (refused.lease.holder.as_str(), refused.lease.revision),
+        ("b", taken)
+    );
+    assert_eq!(
+        refused.lease.expires_at,
+        written_at + Duration::from_secs(10)
+    );
+    // The create that conflicted, then the read that answers.
+    assert_eq!((records.reads(), records.writes()), (reads + 1, writes + 1));
+}
+
+#[tokio::test]
+async fn the_holder_acquiring_a_key_this_gateway_never_saw_gets_its_lease_back_unchanged() {
+    let (core, records) = core();
+    let written_at = OffsetDateTime::now_utc();
+    let held = records.hold("k", "a", 10_000, written_at);
+    let again = acquire(&core, "a").await.unwrap();
+    assert!(again.granted);
+    assert_eq!(again.lease.revision, held);
+    assert_eq!(again.lease.acquired_at, written_at);
+    assert_eq!(again.lease.expires_at, written_at + Duration::from_secs(10));
+    assert!(matches!(records.entry("k"), Some(Entry::Held { seq, .. }) if seq == held));
+}
+
+#[tokio::test]
+async fn acquiring_a_key_believed_free_whose_marker_was_replaced_reads_and_creates() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    release(&core, "a", 1).await.unwrap();
+    // Expired since, unseen here: the release (2) is no longer the last.
+    let marker = records.expire("k");
+    let grant = acquire(&core, "b").await.unwrap();
+    assert_eq!((grant.granted, grant.lease.revision), (true, marker + 1));
+}
+
+#[tokio::test]
 async fn a_renew_at_the_current_revision_carries_the_new_fence_and_keeps_acquired_at() {
     let (core, records) = core();
     let grant = acquire(&core, "a").await.unwrap();
