@@ -369,16 +369,25 @@ async fn an_acquire_of_an_overdue_lease_is_a_new_tenure_over_the_expiry_marker()
     assert_eq!(grant.lease.revision, marker + 1, "written over the marker");
     assert!(grant.lease.acquired_at >= before, "a new tenure");
     assert!(grant.lease.expires_at > before);
-    assert_eq!(records.writes(), 1);
+    // The key was never seen here, so the first write is a create that
+    // expects no message and is refused; the second lands over the marker.
+    assert_eq!(records.writes(), 2);
 }
 
 #[tokio::test]
 async fn an_acquire_of_an_overdue_lease_the_server_never_frees_is_unavailable() {
     let (core, records) = core();
     let written_at = OffsetDateTime::now_utc() - Duration::from_secs(2);
-    records.hold("k", "a", 1_000, written_at);
+    let overdue = records.hold("k", "a", 1_000, written_at);
     assert_eq!(kind(acquire(&core, "b").await), Kind::Unavailable);
-    assert_eq!(records.writes(), 0, "never written over the overdue record");
+    // One create that expects no message (the key was never seen here),
+    // refused; nothing expecting the overdue record's revision.
+    assert_eq!(records.writes(), 1);
+    let last = records.entry("k").expect("the overdue record");
+    assert!(
+        matches!(last, Entry::Held { seq, .. } if seq == overdue),
+        "the overdue record is still the key's last, untouched: {last:?}"
+    );
 }
 
 #[tokio::test]
