@@ -221,3 +221,27 @@ fn a_line_the_checker_cannot_read_is_an_error_naming_it() {
     let err = history_file::from_jsonl(text).unwrap_err();
     assert_eq!(err, "line 1: no string field \"process\"");
 }
+
+/// Re-checks a saved run: `FAULT_HISTORY=target/fault-runs/7/history.jsonl
+/// cargo test -p dagnats-leases --test history_file -- --ignored --nocapture`
+/// (a relative path from the workspace root) prints the properties'
+/// verdicts and fails on any violation.
+#[test]
+#[ignore = "re-checks the history file FAULT_HISTORY names"]
+fn a_saved_history_has_no_violation() {
+    let path = std::env::var("FAULT_HISTORY").expect("FAULT_HISTORY names a history.jsonl");
+    // Tests run in the crate's directory; a relative path is the
+    // workspace root's, where `target/` is.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let history = history_file::read(&root.join(&path)).unwrap();
+    let violations = check(&history.ops);
+    let setting = common::fault_report::Setting {
+        configuration: vec![("history".into(), path)],
+        ..Default::default()
+    };
+    println!(
+        "{}",
+        common::fault_report::render(&setting, &history.ops, &history.faults, &violations)
+    );
+    assert!(violations.is_empty(), "{} violations", violations.len());
+}

@@ -146,7 +146,10 @@ pub fn render(
     for (name, value) in &setting.clients {
         let _ = writeln!(out, "- {name}: {value}");
     }
-    out.push_str("\n| op | ok | fail | indeterminate |\n| --- | --- | --- | --- |\n");
+    if !setting.clients.is_empty() {
+        out.push('\n');
+    }
+    out.push_str("| op | ok | fail | indeterminate |\n| --- | --- | --- | --- |\n");
     let mut by_kind: BTreeMap<&str, Vec<&Op>> = BTreeMap::new();
     for op in history {
         by_kind.entry(op_name(op)).or_default().push(op);
