@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 
 use common::checker::{self, Call, Op, Outcome};
 use common::cluster::{self, Cluster};
+use common::fault_report::{self, Setting};
+use common::history_file::{self, FaultSpan, History};
 use common::{Gateway, timestamp};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -533,6 +535,40 @@ enum Fault {
 }
 
 impl Fault {
+    /// The fault's kind in the history file and report.
+    fn name(&self) -> &'static str {
+        match self {
+            Fault::KillLeader { .. } => "kill",
+            Fault::PauseNode { .. } => "pause",
+            Fault::RestartGateway { .. } => "restart-gateway",
+            Fault::Partition {
+                isolated: false, ..
+            } => "partition-routes",
+            Fault::Partition { isolated: true, .. } => "partition-routes-and-clients",
+        }
+    }
+
+    /// What it hit, with the node's role when it struck.
+    fn target(&self) -> String {
+        let role = |leader: bool| if leader { "stream leader" } else { "follower" };
+        match self {
+            Fault::KillLeader { node, .. } => format!("{node} ({})", role(true)),
+            Fault::PauseNode { node, leader, .. } | Fault::Partition { node, leader, .. } => {
+                format!("{node} ({})", role(*leader))
+            }
+            Fault::RestartGateway { index, .. } => format!("gateway {index}"),
+        }
+    }
+
+    fn at(&self) -> Duration {
+        match self {
+            Fault::KillLeader { at, .. }
+            | Fault::PauseNode { at, .. }
+            | Fault::RestartGateway { at, .. }
+            | Fault::Partition { at, .. } => *at,
+        }
+    }
+
     fn kind(&self) -> &'static str {
         match self {
             Fault::KillLeader { .. } => "leader kills",
@@ -556,10 +592,11 @@ async fn inject(
     plan: &Plan,
     partitions: bool,
     logs: &mut Vec<common::Log>,
-) -> Vec<Fault> {
+) -> (Vec<Fault>, Vec<FaultSpan>) {
     let until = plan.length;
     let ctl = cluster.client().await;
     let mut faults = Vec::new();
+    let mut spans = Vec::new();
     let mut next = 0;
     let kinds = if partitions { 4 } else { 3 };
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -642,10 +679,21 @@ async fn inject(
                 gateways[index].wait_serving().await;
             }
         }
+        // Healed (restarted, resumed, linked up, serving): the fault ends.
+        if let Some(fault) = faults.last()
+            && spans.len() < faults.len()
+        {
+            spans.push(FaultSpan {
+                kind: fault.name().into(),
+                target: fault.target(),
+                start: fault.at(),
+                end: rec.now(),
+            });
+        }
         cluster.wait_healthy(&ctl, Duration::from_secs(60)).await;
         tokio::time::sleep(rng.millis(1000, 4000)).await;
     }
-    faults
+    (faults, spans)
 }
 
 /// Runs `plan` and returns the number of violations, printing the figures.
@@ -720,7 +768,7 @@ async fn fault_run(plan: Plan) -> usize {
     }
     tokio::spawn(watch_events(cluster.client().await, rec.clone()));
     let mut logs = Vec::new();
-    let faults = inject(
+    let (faults, spans) = inject(
         &mut cluster,
         &mut gateways,
         &rec,
@@ -744,6 +792,16 @@ async fn fault_run(plan: Plan) -> usize {
     let history = rec.ops.lock().unwrap().clone();
     let violations = checker::check(&history);
     report(&plan, &rec, &history, &faults, &violations);
+    let setting = setting(&plan, &rec, &ctl, &cluster).await;
+    save(
+        &plan,
+        &setting,
+        History {
+            ops: history.clone(),
+            faults: spans,
+        },
+        &violations,
+    );
     if !violations.is_empty() {
         dump(&plan, &rec, wall_t0, &history, &violations, &cluster, &logs);
     }
@@ -757,6 +815,115 @@ async fn fault_run(plan: Plan) -> usize {
         }
     }
     violations.len()
+}
+
+/// Where a run's files go: `target/fault-runs/<seed>/` in the workspace's
+/// target directory.
+fn run_dir(seed: u64) -> std::path::PathBuf {
+    let tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    tmp.parent()
+        .unwrap_or(tmp)
+        .join("fault-runs")
+        .join(seed.to_string())
+}
+
+/// Versions, configuration and clients of the run, from the servers
+/// themselves where they say it.
+async fn setting(
+    plan: &Plan,
+    rec: &Recorder,
+    ctl: &async_nats::Client,
+    cluster: &Cluster,
+) -> Setting {
+    let node = &cluster.nodes[0];
+    let sync = match varz(&node.url, node.http_port).await {
+        Some(varz) => sync_interval(&varz["jetstream"]["config"]),
+        None => "unknown (varz unreachable)".into(),
+    };
+    let secs = |d: Duration| format!("{} s", d.as_secs_f64());
+    let configuration = vec![
+        ("nats-server version (INFO)", ctl.server_info().version),
+        ("gateway version", env!("CARGO_PKG_VERSION").to_string()),
+        ("nodes", cluster.nodes.len().to_string()),
+        ("sync_interval", sync),
+        ("bucket replicas", "3".to_string()),
+        ("lease TTL", secs(TTL)),
+        ("renew interval", secs(TTL / 3)),
+        ("client call timeout", secs(CALL_TIMEOUT)),
+        ("forward timeout", "1 s".to_string()),
+        ("seed", plan.seed.to_string()),
+        ("duration", secs(plan.length)),
+        ("leader pauses", plan.pause_leader.to_string()),
+    ];
+    let clients = vec![
+        ("keys", plan.keys),
+        ("holders", plan.holders),
+        ("readers", plan.readers),
+        ("forwarders", plan.forwarders),
+        ("gateways", plan.gateways),
+    ];
+    let unrecorded = rec
+        .outcomes
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(label, _)| label.starts_with("forward:"))
+        .map(|(label, n)| (label.clone(), *n))
+        .collect();
+    Setting {
+        configuration: configuration
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        clients: clients
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        unrecorded,
+    }
+}
+
+/// A node's `/varz`, from its monitoring port on the client address.
+async fn varz(url: &str, http_port: u16) -> Option<Value> {
+    let host = url.rsplit("//").next()?.rsplit_once(':')?.0;
+    let reply = reqwest::get(format!("http://{host}:{http_port}/varz"))
+        .await
+        .ok()?;
+    reply.json().await.ok()
+}
+
+/// `sync_interval` as the server reports it: `sync_always`, or the
+/// interval in nanoseconds (absent: the 2 min default).
+fn sync_interval(config: &Value) -> String {
+    if config["sync_always"] == true {
+        "always".into()
+    } else {
+        match config["sync_interval"].as_u64() {
+            Some(ns) => format!("{} s", ns as f64 / 1e9),
+            None => "default (2 min)".into(),
+        }
+    }
+}
+
+/// Writes the history and the report under `target/fault-runs/<seed>/`,
+/// prints the report, and checks that the history read back from its file
+/// gets the same verdicts.
+fn save(plan: &Plan, setting: &Setting, history: History, violations: &[checker::Violation]) {
+    let dir = run_dir(plan.seed);
+    let path = dir.join("history.jsonl");
+    history_file::write(&path, &history).unwrap();
+    let report = fault_report::render(setting, &history.ops, &history.faults, violations);
+    std::fs::write(dir.join("report.md"), &report).unwrap();
+    println!("\n{report}");
+    println!("history: {}", path.display());
+    println!("report: {}", dir.join("report.md").display());
+    let again = history_file::read(&path).unwrap();
+    assert_eq!(
+        fault_report::verdicts(&again.ops, &checker::check(&again.ops)),
+        fault_report::verdicts(&history.ops, violations),
+        "the history read back from {} gets other verdicts",
+        path.display()
+    );
 }
 
 /// Writes the whole history, every node's and gateway's log to a file for

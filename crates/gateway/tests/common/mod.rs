@@ -6,6 +6,8 @@
 #![allow(unused_imports)] // likewise for the re-exports
 
 pub mod checker;
+pub mod fault_report;
+pub mod history_file;
 pub mod lease_ops;
 pub mod owner;
 pub mod proxy;
