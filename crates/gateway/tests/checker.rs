@@ -332,3 +332,72 @@ fn a_transfer_with_a_lower_fence_than_the_renew_before_it_is_caught() {
         Kind::FenceNotIncreasing,
     );
 }
+
+mod shard_groups {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::common::shard_checker::{Kind, Line, Member, check};
+
+    const TTL: Duration = Duration::from_secs(2);
+    const END: Duration = Duration::from_secs(60);
+
+    fn line(ms: u64, owned: &[(u32, u64)]) -> Line {
+        Line {
+            at: Duration::from_millis(ms),
+            owned: owned.iter().copied().collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    fn member(name: &str, lines: Vec<Line>, halts: &[u64]) -> Member {
+        Member {
+            name: name.into(),
+            lines,
+            halts: halts.iter().map(|ms| Duration::from_millis(*ms)).collect(),
+        }
+    }
+
+    fn kinds(members: &[Member]) -> Vec<Kind> {
+        check(members, TTL, END)
+            .into_iter()
+            .map(|v| v.kind)
+            .collect()
+    }
+
+    #[test]
+    fn a_clean_handover_passes() {
+        // a drops shard 0 at 1000 ms (hands it over), b prints it after.
+        let a = member(
+            "a",
+            vec![line(0, &[(0, 5), (1, 6)]), line(1000, &[(1, 6)])],
+            &[],
+        );
+        let b = member("b", vec![line(1001, &[(0, 9)])], &[]);
+        assert_eq!(kinds(&[a, b]), vec![]);
+    }
+
+    #[test]
+    fn a_takeover_after_a_crash_waits_out_the_ttl_from_the_last_line() {
+        // a last printed at 500 ms and was killed at 800 ms: entitled until
+        // 2500 ms; b printing at 2600 ms is clean, at 2400 ms is not.
+        let a = || member("a", vec![line(500, &[(3, 7)])], &[800]);
+        let late = member("b", vec![line(2600, &[(3, 8)])], &[]);
+        assert_eq!(kinds(&[a(), late]), vec![]);
+        let early = member("b", vec![line(2400, &[(3, 8)])], &[]);
+        assert_eq!(kinds(&[a(), early]), vec![Kind::TwoOwners]);
+    }
+
+    #[test]
+    fn an_overlap_is_caught() {
+        let a = member("a", vec![line(0, &[(2, 5)]), line(3000, &[])], &[]);
+        let b = member("b", vec![line(1000, &[(2, 9)])], &[]);
+        assert_eq!(kinds(&[a, b]), vec![Kind::TwoOwners]);
+    }
+
+    #[test]
+    fn a_fence_going_backwards_is_caught() {
+        let a = member("a", vec![line(0, &[(4, 9)]), line(1000, &[])], &[]);
+        let b = member("b", vec![line(2000, &[(4, 7)])], &[]);
+        assert_eq!(kinds(&[a, b]), vec![Kind::FenceWentBack]);
+    }
+}

@@ -17,7 +17,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, sleep_until};
+use tokio::time::{Instant, sleep_until, timeout_at};
 use tokio_util::sync::CancellationToken;
 
 use super::assign::assign;
@@ -182,7 +182,21 @@ impl Member {
             .ok();
         let period = self.opts.ttl / 3;
         loop {
-            let next = match self.round().await {
+            // A round that blocks (a lost connection: requests wait out
+            // their timeout) must not keep a shard in the owned set past
+            // its entitlement: at the earliest expiry the round is given
+            // up, the expired shards dropped and the set published. Giving
+            // it up is safe: a write it left in flight is one we never
+            // count as ours until a later renew lands.
+            let round = match self.earliest_expiry() {
+                Some(until) => timeout_at(until, self.round()).await.unwrap_or_else(|_| {
+                    self.drop_expired();
+                    self.publish();
+                    Ok(())
+                }),
+                None => self.round().await,
+            };
+            let next = match round {
                 Ok(()) => Instant::now() + period,
                 Err(err) => {
                     tracing::debug!(%err, group = self.opts.group, "shard group round failed");

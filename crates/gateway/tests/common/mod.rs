@@ -12,7 +12,9 @@ pub mod lease_ops;
 pub mod owner;
 pub mod proxy;
 pub mod records;
+pub mod relay;
 pub mod service;
+pub mod shard_checker;
 pub mod takeover;
 
 pub use dagnats_leases_testkit::gateway::command;
