@@ -31,3 +31,5 @@ pub mod timefmt;
 
 pub use change::{ChangeEvent, ChangeKind};
 pub use kind::{ErrorBody, Kind};
+#[cfg(feature = "openapi")]
+pub use schema::error_responses;

@@ -1,9 +1,14 @@
 //! utoipa schemas of the validated wire types (feature `openapi`): the
-//! bounds the decoders enforce, stated once more for the OpenAPI document.
+//! bounds the decoders enforce, stated once more for the OpenAPI document;
+//! and the error responses of an operation, from the kind table.
+
+use std::collections::BTreeMap;
 
 use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
-use utoipa::openapi::{RefOr, Schema};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Response, ResponseBuilder, Schema};
 use utoipa::{PartialSchema, ToSchema};
+
+use crate::kind::Kind;
 
 use crate::request::{
     ForwardTimeout, HolderId, KeyPrefix, LeaseKey, ListLimit, MAX_FORWARD_TIMEOUT_MS,
@@ -124,3 +129,57 @@ impl PartialSchema for Payload {
     }
 }
 impl ToSchema for Payload {}
+
+/// The OpenAPI responses of an operation that fails with `kinds`: one per
+/// HTTP status ([`Kind::http_status`]), its description naming the kinds
+/// that share it, its body the `ErrorBody` schema. The document cannot name
+/// a status the replies do not send.
+pub fn error_responses(kinds: &[Kind]) -> BTreeMap<String, RefOr<Response>> {
+    let mut by_status: BTreeMap<u16, Vec<String>> = BTreeMap::new();
+    for kind in kinds {
+        by_status
+            .entry(kind.http_status())
+            .or_default()
+            .push(format!("`{kind}`"));
+    }
+    by_status
+        .into_iter()
+        .map(|(status, names)| {
+            let body = ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ErrorBody")))
+                .build();
+            let response = ResponseBuilder::new()
+                .description(names.join(" or "))
+                .content("application/json", body)
+                .build();
+            (status.to_string(), response.into())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_responses_give_each_status_once_with_every_kind_that_shares_it() {
+        let responses = error_responses(&[Kind::PayloadTooLarge, Kind::Lost, Kind::BodyTooLarge]);
+        let described: Vec<(String, String)> = responses
+            .into_iter()
+            .map(|(status, response)| match response {
+                RefOr::T(r) => (status, r.description),
+                RefOr::Ref(_) => panic!("{status} is a reference"),
+            })
+            .collect();
+        assert_eq!(
+            described,
+            [
+                ("409".to_string(), "`lost`".to_string()),
+                (
+                    "413".to_string(),
+                    "`payload_too_large` or `body_too_large`".to_string()
+                ),
+            ]
+        );
+    }
+}

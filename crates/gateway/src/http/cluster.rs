@@ -5,9 +5,9 @@ use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router, middleware};
 
+use super::error::ClusterFailures;
 use super::{AppState, auth};
 use crate::cluster::{self, ClusterView};
-use crate::core::ErrorBody;
 
 /// The cluster route, behind the read token like the dashboard's data.
 pub fn router(state: &AppState) -> Router<AppState> {
@@ -25,7 +25,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "What this gateway sees of the cluster", body = ClusterView),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        ClusterFailures,
     ))]
 pub async fn view(State(s): State<AppState>) -> Json<ClusterView> {
     Json(cluster::view(&s.client, &s.instance).await)

@@ -40,6 +40,7 @@ use super::{AppState, cluster, events, forward, leases, ops};
         cluster::view,
     ),
     components(schemas(
+        dagnats_leases_wire::ErrorBody,
         dagnats_leases_wire::reply::LeaseEnded,
         dagnats_leases_wire::request::LeaseKey,
         dagnats_leases_wire::request::KeyPrefix,

@@ -68,3 +68,43 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+/// Declares the documented failures of operations as lists of kinds; each
+/// list is a utoipa `IntoResponses` whose statuses come from the kind table,
+/// the same one [`ApiError`] answers with.
+macro_rules! failures {
+    ($($(#[$doc:meta])* $name:ident = [$($kind:ident),* $(,)?];)*) => {$(
+        $(#[$doc])*
+        pub(crate) struct $name;
+
+        impl utoipa::IntoResponses for $name {
+            fn responses() -> std::collections::BTreeMap<
+                String,
+                utoipa::openapi::RefOr<utoipa::openapi::response::Response>,
+            > {
+                use dagnats_leases_wire::Kind::*;
+                dagnats_leases_wire::error_responses(&[$($kind),*])
+            }
+        }
+    )*};
+}
+
+failures! {
+    /// Acquire: a JSON body, no fence to check.
+    AcquireFailures = [Invalid, Unauthorized, BodyTooLarge, Internal, Unsupported, Unavailable];
+    /// Renew, release and transfer: `lost` when the fence does not match.
+    FencedFailures = [Invalid, Unauthorized, Lost, BodyTooLarge, Internal, Unsupported, Unavailable];
+    /// Owner, list and the event stream: reads of the bucket.
+    ReadFailures = [Invalid, Unauthorized, Internal, Unsupported, Unavailable];
+    /// Revoke: `not_held` when nobody holds the key.
+    RevokeFailures = [Invalid, Unauthorized, NotHeld, Internal, Unsupported, Unavailable];
+    /// Forward: every kind of the hop to the owner.
+    ForwardFailures = [
+        Invalid, Unauthorized, NotHeld, OwnerRejected, PayloadTooLarge, BodyTooLarge, Internal,
+        Unsupported, OwnerUnavailable, ReplyTooLarge, Unavailable, OwnerTimeout,
+    ];
+    /// The recent changes: no request to check.
+    RecentFailures = [Unauthorized, Unsupported, Unavailable];
+    /// The cluster view: it reports trouble in its body, never as a failure.
+    ClusterFailures = [Unauthorized];
+}

@@ -20,10 +20,10 @@ use axum::{Json, Router, middleware};
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
 
-use super::error::ApiError;
+use super::error::{ApiError, ReadFailures, RecentFailures};
 use super::extract::QueryOf;
 use super::{AppState, auth};
-use crate::core::{ErrorBody, LeaseError};
+use crate::core::LeaseError;
 use crate::events::{EncodedChange, Filter, RecentChanges, feed};
 use dagnats_leases_wire::names::HEADER_LAST_EVENT_ID;
 use dagnats_leases_wire::request::{KeyPrefix, LeaseKey};
@@ -56,11 +56,7 @@ pub(crate) struct EventsQuery {
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "The event stream (heartbeat comments when idle)", content_type = "text/event-stream", body = String),
-        (status = 400, description = "`invalid`", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
-        (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 501, description = "`unsupported`", body = ErrorBody),
-        (status = 503, description = "`unavailable`", body = ErrorBody),
+        ReadFailures,
     ))]
 pub(crate) async fn events(
     State(s): State<AppState>,
@@ -104,9 +100,7 @@ pub(crate) async fn events(
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "Recent changes, oldest first", body = RecentChanges),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
-        (status = 501, description = "`unsupported`", body = ErrorBody),
-        (status = 503, description = "`unavailable`", body = ErrorBody),
+        RecentFailures,
     ))]
 pub(crate) async fn recent(State(s): State<AppState>) -> Result<Json<RecentChanges>, ApiError> {
     s.core.ready()?;

@@ -13,10 +13,9 @@ use axum::{Json, Router, middleware};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::error::ApiError;
+use super::error::{ApiError, ForwardFailures};
 use super::extract::{Body, KeyPath, QueryOf, is_json, query_field};
 use super::{AppState, auth, header_name};
-use crate::core::ErrorBody;
 use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_HOLDER};
 use dagnats_leases_wire::reply::Forwarded;
 use dagnats_leases_wire::request::{
@@ -57,16 +56,7 @@ pub(crate) struct RawQuery {
             ("Dagnats-Lease-Holder" = String, description = "Raw mode: the holder that answered"),
             ("Dagnats-Lease-Fence" = u64, description = "Raw mode: its fence"),
         )),
-        (status = 400, description = "`invalid`", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
-        (status = 404, description = "`not_held`", body = ErrorBody),
-        (status = 409, description = "`owner_rejected`", body = ErrorBody),
-        (status = 413, description = "`payload_too_large` or `body_too_large`", body = ErrorBody),
-        (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 501, description = "`unsupported`", body = ErrorBody),
-        (status = 502, description = "`owner_unavailable` or `reply_too_large`", body = ErrorBody),
-        (status = 503, description = "`unavailable`", body = ErrorBody),
-        (status = 504, description = "`owner_timeout`", body = ErrorBody),
+        ForwardFailures,
     ))]
 pub(crate) async fn forward(
     State(s): State<AppState>,

@@ -7,10 +7,10 @@ use axum::{Json, Router, middleware};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::error::ApiError;
+use super::error::{AcquireFailures, ApiError, FencedFailures, ReadFailures, RevokeFailures};
 use super::extract::{KeyPath, LeaseJson, QueryOf, query_field};
 use super::{AppState, auth};
-use crate::core::{ErrorBody, ListBounds};
+use crate::core::ListBounds;
 use dagnats_leases_wire::reply::{Grant, LeaseList, Owner, Released};
 use dagnats_leases_wire::request::{
     AcquireRequest, LeaseKey, ListRequest, ReleaseRequest, RenewRequest, TransferRequest,
@@ -46,12 +46,7 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "The lease, granted or naming the current holder", body = Grant),
-        (status = 400, description = "`invalid`", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
-        (status = 413, description = "`body_too_large`", body = ErrorBody),
-        (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 501, description = "`unsupported`", body = ErrorBody),
-        (status = 503, description = "`unavailable`", body = ErrorBody),
+        AcquireFailures,
     ))]
 pub(crate) async fn acquire(
     State(s): State<AppState>,
@@ -61,20 +56,15 @@ pub(crate) async fn acquire(
 }
 
 /// Renew: extend the lease to `ttl_ms` from now, if you hold it at
-/// `revision`; the reply carries the new fence.
+/// `revision`; the reply carries the new fence. `lost`: stop acting as
+/// owner.
 #[utoipa::path(post, path = "/v1/leases/{key}/renew", tag = "leases",
     params(("key" = LeaseKey, Path, description = "The lease key")),
     request_body(content = RenewRequest, content_type = "application/json"),
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "The renewed lease", body = Grant),
-        (status = 400, description = "`invalid`", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
-        (status = 409, description = "`lost`: stop acting as owner", body = ErrorBody),
-        (status = 413, description = "`body_too_large`", body = ErrorBody),
-        (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 501, description = "`unsupported`", body = ErrorBody),
-        (status = 503, description = "`unavailable`", body = ErrorBody),
+        FencedFailures,
     ))]
 pub(crate) async fn renew(
     State(s): State<AppState>,
@@ -90,13 +80,7 @@ pub(crate) async fn renew(
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "Released; `revision` is the release write's fence", body = Released),
-        (status = 400, description = "`invalid`", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
-        (status = 409, description = "`lost`", body = ErrorBody),
-        (status = 413, description = "`body_too_large`", body = ErrorBody),
-        (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 501, description = "`unsupported`", body = ErrorBody),
-        (status = 503, description = "`unavailable`", body = ErrorBody),
+        FencedFailures,
     ))]
 pub(crate) async fn release(
     State(s): State<AppState>,
@@ -107,20 +91,15 @@ pub(crate) async fn release(
 
 /// Transfer: hand the lease you hold at `revision` to `to`, in one
 /// compare-and-set write: a new, higher fence and a new tenure for `to`,
-/// with no moment in between when the key is free.
+/// with no moment in between when the key is free. `lost` when `holder`
+/// does not hold the key at `revision`; `to` equal to `holder` is `invalid`.
 #[utoipa::path(post, path = "/v1/leases/{key}/transfer", tag = "leases",
     params(("key" = LeaseKey, Path, description = "The lease key")),
     request_body(content = TransferRequest, content_type = "application/json"),
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "The new lease: `holder` is `to`, `granted: true`", body = Grant),
-        (status = 400, description = "`invalid` (also: `to` equal to `holder`)", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
-        (status = 409, description = "`lost`: `holder` does not hold the key at `revision`", body = ErrorBody),
-        (status = 413, description = "`body_too_large`", body = ErrorBody),
-        (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 501, description = "`unsupported`", body = ErrorBody),
-        (status = 503, description = "`unavailable`", body = ErrorBody),
+        FencedFailures,
     ))]
 pub async fn transfer(
     State(s): State<AppState>,
@@ -135,11 +114,7 @@ pub async fn transfer(
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "The lease, or `{\"held\": false, \"key\"}`", body = Owner),
-        (status = 400, description = "`invalid`", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
-        (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 501, description = "`unsupported`", body = ErrorBody),
-        (status = 503, description = "`unavailable`", body = ErrorBody),
+        ReadFailures,
     ))]
 pub(crate) async fn owner(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Owner> {
     let req = from_fields([("key", Value::from(key))])?;
@@ -148,18 +123,14 @@ pub(crate) async fn owner(State(s): State<AppState>, KeyPath(key): KeyPath) -> R
 
 /// Revoke: free a stuck lease whoever holds it, with a new, higher fence,
 /// so the holder's fence is stale everywhere; a `released` event names the
-/// holder. An operator's action: it needs the write token.
+/// holder; `not_held` when nobody holds the key. An operator's action: it
+/// needs the write token.
 #[utoipa::path(delete, path = "/v1/leases/{key}", tag = "leases",
     params(("key" = LeaseKey, Path, description = "The lease key")),
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "Revoked; `holder` is the holder it was taken from, `revision` the new fence", body = Released),
-        (status = 400, description = "`invalid`", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
-        (status = 404, description = "`not_held`: nobody holds the key", body = ErrorBody),
-        (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 501, description = "`unsupported`", body = ErrorBody),
-        (status = 503, description = "`unavailable`", body = ErrorBody),
+        RevokeFailures,
     ))]
 pub(crate) async fn revoke(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Released> {
     let req = from_fields([("key", Value::from(key))])?;
@@ -182,11 +153,7 @@ pub struct ListQuery {
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "The held leases; `next` is null at the end", body = LeaseList),
-        (status = 400, description = "`invalid`", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
-        (status = 500, description = "`internal`", body = ErrorBody),
-        (status = 501, description = "`unsupported`", body = ErrorBody),
-        (status = 503, description = "`unavailable`", body = ErrorBody),
+        ReadFailures,
     ))]
 pub(crate) async fn list(
     State(s): State<AppState>,
