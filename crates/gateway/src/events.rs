@@ -129,7 +129,7 @@ impl Events {
 }
 
 /// Subscribes to every change event; returns once the server knows.
-pub(crate) async fn subscribe(client: &Client) -> Result<Subscriber, async_nats::Error> {
+pub(crate) async fn subscribe_changes(client: &Client) -> Result<Subscriber, async_nats::Error> {
     let sub = client.subscribe(format!("{CHANGED_PREFIX}.>")).await?;
     client.flush().await?;
     Ok(sub)

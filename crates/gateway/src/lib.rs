@@ -205,7 +205,7 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
             // Subscribing waits for NATS; stopping must not.
             let subscribed = tokio::select! {
                 () = stop.cancelled() => return,
-                subscribed = events::subscribe(&client) => subscribed,
+                subscribed = events::subscribe_changes(&client) => subscribed,
             };
             match subscribed {
                 Ok(sub) => events::relay(sub, events, core, stop).await,
@@ -244,8 +244,8 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
         );
         async move {
             let subscribed = async {
-                let subs = nats::subscribe(&client).await?;
-                let discovery = nats::service::subscribe(&client, &instance).await?;
+                let subs = nats::subscribe_endpoints(&client).await?;
+                let discovery = nats::service::subscribe_discovery(&client, &instance).await?;
                 Ok::<_, async_nats::Error>((subs, discovery))
             };
             match subscribed.await {
@@ -282,7 +282,7 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
                     Err(panic) => Err(RunError::Nats(format!("provisioning task failed: {panic}"))),
                 },
             };
-            shut_down(Parts {
+            Parts {
                 stop,
                 give_up,
                 grace,
@@ -292,7 +292,8 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
                 tasks,
                 provisioning,
                 client,
-            })
+            }
+            .shut_down()
             .await;
             outcome
         }
@@ -306,7 +307,7 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
     })
 }
 
-/// The tasks and connection of a running gateway, for [`shut_down`].
+/// The tasks and connection of a running gateway, for [`Parts::shut_down`].
 struct Parts {
     stop: CancellationToken,
     give_up: CancellationToken,
@@ -319,49 +320,41 @@ struct Parts {
     client: async_nats::Client,
 }
 
-/// Stops taking requests, finishes the ones in flight, drains NATS.
-async fn shut_down(parts: Parts) {
-    let Parts {
-        stop,
-        give_up,
-        grace,
-        front,
-        http_server,
-        relay,
-        tasks,
-        provisioning,
-        client,
-    } = parts;
-    tracing::info!("shutting down: no new requests, finishing the ones in flight");
-    stop.cancel();
-    // "dagnats stopping mid-call is internal": past the grace, calls still
-    // running answer so, on both fronts, instead of holding the exit.
-    let give_up_later = tokio::spawn(async move {
-        tokio::time::sleep(grace).await;
-        give_up.cancel();
-    });
-    // Draining the subscriptions needs the server's answer; while NATS is
-    // unreachable there is nothing to drain, so do not wait forever.
-    if tokio::time::timeout(NATS_GRACE, front).await.is_err() {
-        tracing::warn!("NATS did not confirm the unsubscribe in time");
+impl Parts {
+    /// Stops taking requests, finishes the ones in flight, drains NATS.
+    async fn shut_down(self) {
+        tracing::info!("shutting down: no new requests, finishing the ones in flight");
+        self.stop.cancel();
+        // "dagnats stopping mid-call is internal": past the grace, calls still
+        // running answer so, on both fronts, instead of holding the exit.
+        let (grace, give_up) = (self.grace, self.give_up);
+        let give_up_later = tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            give_up.cancel();
+        });
+        // Draining the subscriptions needs the server's answer; while NATS is
+        // unreachable there is nothing to drain, so do not wait forever.
+        if tokio::time::timeout(NATS_GRACE, self.front).await.is_err() {
+            tracing::warn!("NATS did not confirm the unsubscribe in time");
+        }
+        // HTTP stops taking requests and finishes the ones in flight; event
+        // streams end at `stop`.
+        let _ = self.http_server.await;
+        let _ = self.relay.await;
+        // In-flight calls end on their own timeouts (store and forward), or at
+        // the grace.
+        self.tasks.close();
+        self.tasks.wait().await;
+        give_up_later.abort();
+        self.provisioning.abort();
+        let flushed = tokio::time::timeout(NATS_GRACE, self.client.flush()).await;
+        if !matches!(flushed, Ok(Ok(()))) {
+            tracing::warn!("could not flush the last replies");
+        }
+        let drained = tokio::time::timeout(NATS_GRACE, self.client.drain()).await;
+        if !matches!(drained, Ok(Ok(()))) {
+            tracing::warn!("could not drain the NATS connection");
+        }
+        tracing::info!("stopped");
     }
-    // HTTP stops taking requests and finishes the ones in flight; event
-    // streams end at `stop`.
-    let _ = http_server.await;
-    let _ = relay.await;
-    // In-flight calls end on their own timeouts (store and forward), or at
-    // the grace.
-    tasks.close();
-    tasks.wait().await;
-    give_up_later.abort();
-    provisioning.abort();
-    let flushed = tokio::time::timeout(NATS_GRACE, client.flush()).await;
-    if !matches!(flushed, Ok(Ok(()))) {
-        tracing::warn!("could not flush the last replies");
-    }
-    let drained = tokio::time::timeout(NATS_GRACE, client.drain()).await;
-    if !matches!(drained, Ok(Ok(()))) {
-        tracing::warn!("could not drain the NATS connection");
-    }
-    tracing::info!("stopped");
 }

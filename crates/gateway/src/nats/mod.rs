@@ -52,7 +52,9 @@ pub(crate) struct Subject {
 
 /// Subscribes to every lease subject. Returns once the subscriptions are
 /// registered with the server, so callers know requests will be answered.
-pub(crate) async fn subscribe(client: &Client) -> Result<Vec<Subject>, async_nats::Error> {
+pub(crate) async fn subscribe_endpoints(
+    client: &Client,
+) -> Result<Vec<Subject>, async_nats::Error> {
     let mut subs = Vec::new();
     for (op, name) in SUBJECTS {
         let sub = client

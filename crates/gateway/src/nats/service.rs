@@ -204,7 +204,7 @@ pub struct Discovery(Vec<(Verb, Subscriber)>);
 
 /// Subscribes to every verb's three subjects, with plain subscriptions (not
 /// the queue group): each instance answers for itself.
-pub async fn subscribe(
+pub async fn subscribe_discovery(
     client: &Client,
     instance: &Instance,
 ) -> Result<Discovery, async_nats::Error> {
