@@ -24,11 +24,12 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
-use axum::http::{HeaderName, HeaderValue, Method};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
+use tower_http::classify::ServerErrorsFailureClass;
 use tower_http::compression::CompressionLayer;
 use tower_http::cors::CorsLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -110,7 +111,7 @@ pub(crate) fn app(state: AppState, settings: &HttpSettings) -> Router {
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or_default();
             tracing::info_span!("http", method = %req.method(), path = %req.uri().path(), request_id = id)
-        }))
+        }).on_failure(log_failure))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid));
     if settings.cors_origins.is_empty() {
         return router;
@@ -225,4 +226,23 @@ async fn timeout(req: Request, next: Next) -> Result<Response, ApiError> {
             ))
             .into()
         })
+}
+
+/// Logs a failed HTTP call: `internal` as an error, `unavailable` (503) only
+/// at debug, since the store logs each change of availability once and a
+/// probe of `/readyz` while it lasts is not news; anything else as a warning.
+fn log_failure(class: ServerErrorsFailureClass, latency: Duration, _span: &tracing::Span) {
+    let latency_ms = latency.as_millis() as u64;
+    match class {
+        ServerErrorsFailureClass::StatusCode(StatusCode::INTERNAL_SERVER_ERROR) => {
+            tracing::error!(latency_ms, "internal error")
+        }
+        ServerErrorsFailureClass::StatusCode(StatusCode::SERVICE_UNAVAILABLE) => {
+            tracing::debug!(latency_ms, "unavailable")
+        }
+        ServerErrorsFailureClass::StatusCode(status) => {
+            tracing::warn!(latency_ms, %status, "failed")
+        }
+        ServerErrorsFailureClass::Error(err) => tracing::error!(latency_ms, %err, "failed"),
+    }
 }
