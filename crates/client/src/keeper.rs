@@ -7,19 +7,29 @@
 //! moment is measured on this process's monotonic clock from the *start* of
 //! the request that granted or renewed the lease, so no reply delay or
 //! clock skew can stretch it.
+//!
+//! Handing over is one transfer: [`LeaseKeeper::hand_off`] stops acting as
+//! owner, then transfers; a keeper waiting for the key that the transfer
+//! names takes it over at the transferred fence, without an acquire and
+//! with no moment in which the key is free. Its entitlement starts like any
+//! other, from the start of a request of its own: the renew at that fence
+//! it sends the moment it sees the transfer (the transfer's own reply went
+//! to the previous holder, and the change event says when the write was
+//! seen, not when it was made).
 
 use std::time::Duration;
 
 use futures::StreamExt;
 use time::OffsetDateTime;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, sleep, sleep_until};
+use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use super::calls::LeaseClient;
+use super::calls::{ClientError, LeaseClient};
 use crate::changes;
-use dagnats_leases_wire::change::ChangeEvent;
+use dagnats_leases_wire::change::{ChangeEvent, ChangeKind};
+use dagnats_leases_wire::kind::Kind;
 use dagnats_leases_wire::reply::{Grant, Lease};
 
 /// Retry delays after a failed call that was not `lost`.
@@ -99,7 +109,24 @@ pub struct KeeperOptions {
 pub struct LeaseKeeper {
     state: watch::Receiver<Ownership>,
     stop: CancellationToken,
+    hand_offs: mpsc::UnboundedSender<HandOff>,
     task: Option<JoinHandle<()>>,
+}
+
+/// A request to hand the lease over to `to`, and where its answer goes.
+struct HandOff {
+    to: String,
+    reply: oneshot::Sender<Result<Grant, ClientError>>,
+}
+
+/// The answer to a hand-off while this keeper is not the owner.
+fn not_the_owner() -> ClientError {
+    ClientError::Lease {
+        kind: Kind::Lost,
+        message: "this keeper does not hold the lease".into(),
+        holder: None,
+        revision: None,
+    }
 }
 
 impl LeaseKeeper {
@@ -107,10 +134,21 @@ impl LeaseKeeper {
     pub fn start(client: LeaseClient, options: KeeperOptions) -> Self {
         let (tx, state) = watch::channel(Ownership::NotOwner);
         let stop = CancellationToken::new();
-        let task = tokio::spawn(keep(client, options, tx, stop.clone()));
+        let (hand_offs, requests) = mpsc::unbounded_channel();
+        let task = tokio::spawn(
+            Task {
+                client,
+                opts: options,
+                tx,
+                stop: stop.clone(),
+                hand_offs: requests,
+            }
+            .keep(),
+        );
         LeaseKeeper {
             state,
             stop,
+            hand_offs,
             task: Some(task),
         }
     }
@@ -125,6 +163,29 @@ impl LeaseKeeper {
     /// Ownership now.
     pub fn ownership(&self) -> Ownership {
         self.state.borrow().clone()
+    }
+
+    /// Hands the lease over to `to` and stops: ownership turns to
+    /// [`Ownership::NotOwner`] first, then one transfer at the current fence
+    /// makes `to` the holder (a keeper of `to` waiting for the key takes it
+    /// over). The reply is `to`'s new lease. `lost` if this keeper does not
+    /// hold the lease; on any other failure the lease is released, as by
+    /// [`shutdown`](LeaseKeeper::shutdown), so `to` can acquire it.
+    pub async fn hand_off(mut self, to: &str) -> Result<Grant, ClientError> {
+        let (reply, answer) = oneshot::channel();
+        let request = HandOff {
+            to: to.to_string(),
+            reply,
+        };
+        let outcome = match self.hand_offs.send(request) {
+            Ok(()) => answer.await.unwrap_or_else(|_| Err(not_the_owner())),
+            Err(_) => Err(not_the_owner()),
+        };
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        outcome
     }
 
     /// Stops renewing and releases the lease if held.
@@ -158,62 +219,200 @@ enum Ended {
     Lost,
 }
 
-async fn keep(
+/// What ended a wait for the key.
+enum Woken {
+    /// Released, expired, or the wait ran out: try to acquire.
+    Retry,
+    /// A transfer made us the holder at this fence.
+    TransferredToUs(u64),
+}
+
+/// What a holder does next.
+enum Step {
+    Stop,
+    RanOut,
+    Renew,
+    HandOff(HandOff),
+}
+
+/// The keeper's background task: what it works with, whatever it does.
+struct Task {
     client: LeaseClient,
     opts: KeeperOptions,
     tx: watch::Sender<Ownership>,
     stop: CancellationToken,
-) {
-    let mut retry = RETRY_MIN;
-    loop {
-        // Subscribed before the acquire, so a release that lands while
-        // the acquire is in flight still wakes us.
-        let mut changes = watch_frees(&client, &opts.key).await;
-        let started = Instant::now();
-        let grant = tokio::select! {
-            () = stop.cancelled() => return,
-            grant = client.acquire(&opts.key, &opts.holder, opts.ttl) => grant,
-        };
-        let wait_for = match grant {
-            Ok(Grant {
-                granted: true,
-                lease,
-            }) if entitled_until(started, &lease) > Instant::now() => {
-                drop(changes.take());
-                retry = RETRY_MIN;
-                match hold(&client, &opts, &tx, &stop, started, lease).await {
-                    Ended::Stopped => return,
-                    Ended::Lost if !opts.wait => return,
-                    Ended::Lost => continue,
+    hand_offs: mpsc::UnboundedReceiver<HandOff>,
+}
+
+impl Task {
+    async fn keep(mut self) {
+        let mut retry = RETRY_MIN;
+        let mut transferred: Option<u64> = None;
+        loop {
+            // Subscribed before the acquire, so a release that lands while
+            // the acquire is in flight still wakes us.
+            let mut changes = watch_changes(&self.client, &self.opts.key).await;
+            let started = Instant::now();
+            // A transfer named us: renewing at its fence is the request our
+            // entitlement counts from; otherwise, acquire.
+            let taking_over = transferred.take();
+            let (client, opts) = (&self.client, &self.opts);
+            let call = async {
+                match taking_over {
+                    Some(fence) => client.renew(&opts.key, &opts.holder, fence, opts.ttl).await,
+                    None => client.acquire(&opts.key, &opts.holder, opts.ttl).await,
+                }
+            };
+            let grant = tokio::select! {
+                () = self.stop.cancelled() => return,
+                grant = call => grant,
+            };
+            let wait_for = match grant {
+                Ok(Grant {
+                    granted: true,
+                    lease,
+                }) if entitled_until(started, &lease) > Instant::now() => {
+                    drop(changes.take());
+                    retry = RETRY_MIN;
+                    let tenure = taking_over.unwrap_or(lease.revision);
+                    match self.hold(started, tenure, lease).await {
+                        Ended::Stopped => return,
+                        Ended::Lost if !self.opts.wait => return,
+                        Ended::Lost => continue,
+                    }
+                }
+                // Granted, but (per the conservative clock) already run out.
+                Ok(Grant { granted: true, .. }) => RETRY_MIN,
+                Ok(Grant { lease, .. }) => {
+                    if !self.opts.wait {
+                        return;
+                    }
+                    let left = lease.expires_at - OffsetDateTime::now_utc();
+                    let left: Duration = left.try_into().unwrap_or(Duration::ZERO);
+                    left.clamp(RETRY_MIN, self.opts.ttl) + RETRY_MIN
+                }
+                // The transfer was overtaken (released, revoked, moved on).
+                Err(err) if err.is_lost() => RETRY_MIN,
+                Err(err) => {
+                    tracing::debug!(%err, key = self.opts.key, "acquire failed; retrying");
+                    retry = (retry * 2).min(RETRY_MAX);
+                    retry
+                }
+            };
+            // Wake when the key is freed (released or expired) or handed to
+            // us, or when the current lease should have run out anyway.
+            let deadline = Instant::now() + wait_for;
+            loop {
+                tokio::select! {
+                    () = self.stop.cancelled() => return,
+                    () = sleep_until(deadline) => break,
+                    woken = woken(&mut changes, &self.opts.holder) => {
+                        if let Woken::TransferredToUs(fence) = woken {
+                            transferred = Some(fence);
+                        }
+                        break;
+                    }
+                    Some(request) = self.hand_offs.recv() => {
+                        let _ = request.reply.send(Err(not_the_owner()));
+                    }
                 }
             }
-            // Granted, but (per the conservative clock) already run out.
-            Ok(Grant { granted: true, .. }) => RETRY_MIN,
-            Ok(Grant { lease, .. }) => {
-                if !opts.wait {
-                    return;
-                }
-                let left = lease.expires_at - OffsetDateTime::now_utc();
-                let left: Duration = left.try_into().unwrap_or(Duration::ZERO);
-                left.clamp(RETRY_MIN, opts.ttl) + RETRY_MIN
-            }
-            Err(err) => {
-                tracing::debug!(%err, key = opts.key, "acquire failed; retrying");
-                retry = (retry * 2).min(RETRY_MAX);
-                retry
-            }
-        };
-        // Wake when the key is freed (released or expired), or when the
-        // current lease should have run out anyway.
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = sleep(wait_for) => {}
-            () = freed(&mut changes) => {}
         }
+    }
+
+    /// Renews until stopped, lost or handed off; publishes ownership as it
+    /// goes.
+    async fn hold(&mut self, started: Instant, tenure: u64, lease: Lease) -> Ended {
+        let mut fence = lease.revision;
+        let mut until = entitled_until(started, &lease);
+        let mut next_renew = started + self.opts.ttl / 3;
+        self.tx.send_replace(Ownership::Owner {
+            tenure,
+            fence,
+            until,
+        });
+        let mut retry = RETRY_MIN;
+        loop {
+            let step = tokio::select! {
+                () = self.stop.cancelled() => Step::Stop,
+                () = sleep_until(until) => Step::RanOut,
+                () = sleep_until(next_renew) => Step::Renew,
+                Some(request) = self.hand_offs.recv() => Step::HandOff(request),
+            };
+            match step {
+                Step::Stop => return self.release(fence).await,
+                Step::RanOut => return self.lose("no renewal landed before the lease ran out"),
+                Step::HandOff(request) => return self.hand_off(fence, request).await,
+                Step::Renew => {}
+            }
+            let started = Instant::now();
+            let (client, opts) = (&self.client, &self.opts);
+            let renewed = tokio::select! {
+                () = self.stop.cancelled() => return self.release(fence).await,
+                () = sleep_until(until) => return self.lose("no renewal landed before the lease ran out"),
+                renewed = client.renew(&opts.key, &opts.holder, fence, opts.ttl) => renewed,
+            };
+            match renewed {
+                Ok(grant) => {
+                    fence = grant.lease.revision;
+                    until = entitled_until(started, &grant.lease);
+                    next_renew = started + self.opts.ttl / 3;
+                    retry = RETRY_MIN;
+                    self.tx.send_replace(Ownership::Owner {
+                        tenure,
+                        fence,
+                        until,
+                    });
+                }
+                Err(err) if err.is_lost() => return self.lose("renew answered lost"),
+                Err(err) => {
+                    // Retrying with the same fence is safe: a renew whose reply
+                    // was lost gets the same answer again.
+                    tracing::debug!(%err, key = self.opts.key, "renew failed; retrying");
+                    next_renew = Instant::now() + retry;
+                    retry = (retry * 2).min(RETRY_MAX);
+                }
+            }
+        }
+    }
+
+    fn lose(&self, why: &str) -> Ended {
+        tracing::info!(why, "lease lost");
+        self.tx.send_replace(Ownership::NotOwner);
+        Ended::Lost
+    }
+
+    async fn release(&self, fence: u64) -> Ended {
+        self.tx.send_replace(Ownership::NotOwner);
+        let opts = &self.opts;
+        if let Err(err) = self.client.release(&opts.key, &opts.holder, fence).await {
+            tracing::info!(%err, key = opts.key, "release on shutdown failed; the TTL will free the key");
+        }
+        Ended::Stopped
+    }
+
+    /// Stops acting as owner, then transfers at `fence`. A failure that is
+    /// not `lost` may or may not have moved the lease: the release that
+    /// follows frees it if it did not (and is refused if it did).
+    async fn hand_off(&self, fence: u64, request: HandOff) -> Ended {
+        self.tx.send_replace(Ownership::NotOwner);
+        let opts = &self.opts;
+        let moved = self
+            .client
+            .transfer(&opts.key, &opts.holder, fence, &request.to, opts.ttl)
+            .await;
+        if let Err(err) = &moved
+            && !err.is_lost()
+        {
+            tracing::info!(%err, key = opts.key, to = request.to, "hand-off failed; releasing");
+            self.release(fence).await;
+        }
+        let _ = request.reply.send(moved);
+        Ended::Stopped
     }
 }
 
-async fn watch_frees(client: &LeaseClient, key: &str) -> Option<async_nats::Subscriber> {
+async fn watch_changes(client: &LeaseClient, key: &str) -> Option<async_nats::Subscriber> {
     match client
         .nats()
         .subscribe(ChangeEvent::subject(Some(key)))
@@ -227,90 +426,22 @@ async fn watch_frees(client: &LeaseClient, key: &str) -> Option<async_nats::Subs
     }
 }
 
-/// Completes on the next release or expiry of the watched key.
-async fn freed(changes: &mut Option<async_nats::Subscriber>) {
+/// Completes on the next release or expiry of the watched key, or on a
+/// transfer of it to `holder`.
+async fn woken(changes: &mut Option<async_nats::Subscriber>, holder: &str) -> Woken {
     let Some(sub) = changes else {
         return std::future::pending().await;
     };
     while let Some(msg) = sub.next().await {
-        let event = changes::from_message(&msg).map(|e| e.event);
-        if event.is_some_and(|kind| kind.ends_tenure()) {
-            return;
+        let Some(change) = changes::from_message(&msg) else {
+            continue;
+        };
+        if change.event.ends_tenure() {
+            return Woken::Retry;
+        }
+        if change.event == ChangeKind::Acquired && change.holder.as_deref() == Some(holder) {
+            return Woken::TransferredToUs(change.revision);
         }
     }
     std::future::pending().await
-}
-
-/// Renews until stopped or lost; publishes ownership as it goes.
-async fn hold(
-    client: &LeaseClient,
-    opts: &KeeperOptions,
-    tx: &watch::Sender<Ownership>,
-    stop: &CancellationToken,
-    started: Instant,
-    lease: Lease,
-) -> Ended {
-    let tenure = lease.revision;
-    let mut fence = lease.revision;
-    let mut until = entitled_until(started, &lease);
-    let mut next_renew = started + opts.ttl / 3;
-    tx.send_replace(Ownership::Owner {
-        tenure,
-        fence,
-        until,
-    });
-    let mut retry = RETRY_MIN;
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return release(client, opts, tx, fence).await,
-            () = sleep_until(until) => return lose(tx, "no renewal landed before the lease ran out"),
-            () = sleep_until(next_renew) => {}
-        }
-        let started = Instant::now();
-        let renewed = tokio::select! {
-            () = stop.cancelled() => return release(client, opts, tx, fence).await,
-            () = sleep_until(until) => return lose(tx, "no renewal landed before the lease ran out"),
-            renewed = client.renew(&opts.key, &opts.holder, fence, opts.ttl) => renewed,
-        };
-        match renewed {
-            Ok(grant) => {
-                fence = grant.lease.revision;
-                until = entitled_until(started, &grant.lease);
-                next_renew = started + opts.ttl / 3;
-                retry = RETRY_MIN;
-                tx.send_replace(Ownership::Owner {
-                    tenure,
-                    fence,
-                    until,
-                });
-            }
-            Err(err) if err.is_lost() => return lose(tx, "renew answered lost"),
-            Err(err) => {
-                // Retrying with the same fence is safe: a renew whose reply
-                // was lost gets the same answer again.
-                tracing::debug!(%err, key = opts.key, "renew failed; retrying");
-                next_renew = Instant::now() + retry;
-                retry = (retry * 2).min(RETRY_MAX);
-            }
-        }
-    }
-}
-
-fn lose(tx: &watch::Sender<Ownership>, why: &str) -> Ended {
-    tracing::info!(why, "lease lost");
-    tx.send_replace(Ownership::NotOwner);
-    Ended::Lost
-}
-
-async fn release(
-    client: &LeaseClient,
-    opts: &KeeperOptions,
-    tx: &watch::Sender<Ownership>,
-    fence: u64,
-) -> Ended {
-    tx.send_replace(Ownership::NotOwner);
-    if let Err(err) = client.release(&opts.key, &opts.holder, fence).await {
-        tracing::info!(%err, key = opts.key, "release on shutdown failed; the TTL will free the key");
-    }
-    Ended::Stopped
 }

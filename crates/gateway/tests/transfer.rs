@@ -357,3 +357,125 @@ async fn after_a_transfer_the_old_holder_stops_and_its_fence_is_refused() {
     inbox_b.abort();
     keeper.shutdown().await;
 }
+
+fn keeper(leases: &LeaseClient, holder: &str, wait: bool) -> LeaseKeeper {
+    LeaseKeeper::start(
+        leases.clone(),
+        KeeperOptions {
+            key: "k".into(),
+            holder: holder.into(),
+            ttl: Duration::from_secs(3),
+            wait,
+        },
+    )
+}
+
+async fn until_owner(keeper: &LeaseKeeper) -> Ownership {
+    let mut ownership = keeper.watch();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        ownership.wait_for(|o| matches!(o, Ownership::Owner { .. })),
+    )
+    .await
+    .expect("owner within 10 s")
+    .unwrap()
+    .clone()
+}
+
+/// How many calls of `endpoint` the gateway has answered (its `$SRV.STATS`).
+async fn answered(client: &async_nats::Client, endpoint: &str) -> u64 {
+    let reply = client
+        .request("$SRV.STATS.dagnats-api", Bytes::new())
+        .await
+        .unwrap();
+    let stats: Value = serde_json::from_slice(&reply.payload).unwrap();
+    stats["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == endpoint)
+        .and_then(|e| e["num_requests"].as_u64())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_keeper_hands_off_and_the_waiting_successor_takes_over_at_the_transferred_fence() {
+    let s = Setup::start().await;
+    let leases = LeaseClient::new(s.client.clone());
+    let mut changes = s
+        .client
+        .subscribe(ChangeEvent::subject(Some("k")))
+        .await
+        .unwrap();
+    s.client.flush().await.unwrap();
+    let a = keeper(&leases, "a", false);
+    until_owner(&a).await;
+    let a_ownership = a.watch();
+    let b = keeper(&leases, "b", true);
+    // b's acquire was answered `granted: false`: from here on b waits, and
+    // it subscribed to the key's changes before that acquire.
+    eventually(
+        "b's acquire to be answered",
+        Duration::from_secs(5),
+        || async { (answered(&s.client, "acquire").await >= 2).then_some(()) },
+    )
+    .await;
+    assert_eq!(b.ownership(), Ownership::NotOwner);
+    let moved = a.hand_off("b").await.unwrap();
+    assert!(moved.granted);
+    assert_eq!(moved.lease.holder, "b");
+    assert_eq!(*a_ownership.borrow(), Ownership::NotOwner);
+    // b owns k in the tenure the transfer began, at the fence of the renew
+    // it sent at the transferred fence (no acquire: the key was never free).
+    let Ownership::Owner { tenure, fence, .. } = until_owner(&b).await else {
+        unreachable!()
+    };
+    assert_eq!(tenure, moved.lease.revision);
+    assert!(fence > tenure, "fence {fence}, tenure {tenure}");
+    // The key's history: a's acquire (and renews), the transfer, then b's
+    // renews; never a release or an expiry in between.
+    let mut seen = Vec::new();
+    while seen.last().map(|c: &ChangeEvent| c.revision) != Some(fence) {
+        let msg = next_change(&mut changes).await;
+        seen.push(dagnats_leases_client::changes::from_message(&msg).unwrap());
+    }
+    assert!(
+        seen.iter().all(|c| !c.event.ends_tenure()),
+        "the key was freed in between: {seen:?}"
+    );
+    let transfer = seen
+        .iter()
+        .position(|c| c.revision == tenure)
+        .expect("the transfer's change");
+    assert_eq!(seen[transfer].event, ChangeKind::Acquired);
+    assert_eq!(seen[transfer].previous_holder.as_deref(), Some("a"));
+    assert_eq!(
+        (seen[transfer + 1..]
+            .iter()
+            .map(|c| (c.event, c.holder.as_deref())))
+        .collect::<Vec<_>>(),
+        [(ChangeKind::Renewed, Some("b"))],
+        "{seen:?}"
+    );
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_hand_off_by_a_keeper_that_does_not_hold_the_key_is_lost_without_a_call() {
+    let s = Setup::start().await;
+    let leases = LeaseClient::new(s.client.clone());
+    let a = keeper(&leases, "a", false);
+    until_owner(&a).await;
+    let b = keeper(&leases, "b", true);
+    eventually(
+        "b's acquire to be answered",
+        Duration::from_secs(5),
+        || async { (answered(&s.client, "acquire").await >= 2).then_some(()) },
+    )
+    .await;
+    let err = b.hand_off("c").await.unwrap_err();
+    assert!(err.is_lost(), "{err:?}");
+    assert_eq!(answered(&s.client, "transfer").await, 0);
+    assert_eq!(s.owner("k").await["holder"], "a");
+    a.shutdown().await;
+}
