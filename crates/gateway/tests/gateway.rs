@@ -10,13 +10,18 @@ use common::{Gateway, NatsServer, ServerOptions, call, client, eventually, strea
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-const OPS: [&str; 5] = ["acquire", "renew", "release", "owner", "forward"];
+/// The seed's five subjects, and list and transfer beyond it.
+const OPS: [&str; 7] = [
+    "acquire", "renew", "release", "owner", "forward", "list", "transfer",
+];
 
 fn valid_body(op: &str) -> Value {
     match op {
         "acquire" => json!({"key": "k", "holder": "h", "ttl_ms": 1000}),
         "owner" => json!({"key": "k"}),
         "forward" => json!({"key": "k", "payload": ""}),
+        "list" => json!({}),
+        "transfer" => json!({"key": "k", "holder": "h", "revision": 1, "to": "g", "ttl_ms": 1000}),
         _ => json!({"key": "k", "holder": "h", "revision": 1, "ttl_ms": 1000}),
     }
 }

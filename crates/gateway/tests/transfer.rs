@@ -398,6 +398,22 @@ async fn answered(client: &async_nats::Client, endpoint: &str) -> u64 {
         .unwrap()
 }
 
+/// Keeper `a` owns k; keeper `b` waits for it: its acquire was answered
+/// `granted: false`, and it subscribed to k's changes before that acquire.
+async fn a_owns_and_b_waits(s: &Setup, leases: &LeaseClient) -> (LeaseKeeper, LeaseKeeper) {
+    let a = keeper(leases, "a", false);
+    until_owner(&a).await;
+    let b = keeper(leases, "b", true);
+    eventually(
+        "b's acquire to be answered",
+        Duration::from_secs(5),
+        || async { (answered(&s.client, "acquire").await >= 2).then_some(()) },
+    )
+    .await;
+    assert_eq!(b.ownership(), Ownership::NotOwner);
+    (a, b)
+}
+
 #[tokio::test]
 async fn a_keeper_hands_off_and_the_waiting_successor_takes_over_at_the_transferred_fence() {
     let s = Setup::start().await;
@@ -408,19 +424,8 @@ async fn a_keeper_hands_off_and_the_waiting_successor_takes_over_at_the_transfer
         .await
         .unwrap();
     s.client.flush().await.unwrap();
-    let a = keeper(&leases, "a", false);
-    until_owner(&a).await;
+    let (a, b) = a_owns_and_b_waits(&s, &leases).await;
     let a_ownership = a.watch();
-    let b = keeper(&leases, "b", true);
-    // b's acquire was answered `granted: false`: from here on b waits, and
-    // it subscribed to the key's changes before that acquire.
-    eventually(
-        "b's acquire to be answered",
-        Duration::from_secs(5),
-        || async { (answered(&s.client, "acquire").await >= 2).then_some(()) },
-    )
-    .await;
-    assert_eq!(b.ownership(), Ownership::NotOwner);
     let moved = a.hand_off("b").await.unwrap();
     assert!(moved.granted);
     assert_eq!(moved.lease.holder, "b");
@@ -464,15 +469,7 @@ async fn a_keeper_hands_off_and_the_waiting_successor_takes_over_at_the_transfer
 async fn a_hand_off_by_a_keeper_that_does_not_hold_the_key_is_lost_without_a_call() {
     let s = Setup::start().await;
     let leases = LeaseClient::new(s.client.clone());
-    let a = keeper(&leases, "a", false);
-    until_owner(&a).await;
-    let b = keeper(&leases, "b", true);
-    eventually(
-        "b's acquire to be answered",
-        Duration::from_secs(5),
-        || async { (answered(&s.client, "acquire").await >= 2).then_some(()) },
-    )
-    .await;
+    let (a, b) = a_owns_and_b_waits(&s, &leases).await;
     let err = b.hand_off("c").await.unwrap_err();
     assert!(err.is_lost(), "{err:?}");
     assert_eq!(answered(&s.client, "transfer").await, 0);

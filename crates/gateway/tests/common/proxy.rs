@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -42,12 +42,7 @@ impl Proxy {
     /// A proxy on a free loopback port, relaying to `server_url`
     /// (`nats://127.0.0.1:<port>`).
     pub async fn start(server_url: &str) -> Proxy {
-        let upstream = server_url
-            .strip_prefix("nats://")
-            .expect("a nats:// URL")
-            .to_string();
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("nats://{}", listener.local_addr().unwrap());
+        let (listener, upstream, url) = super::relay::listen_in_front_of(server_url).await;
         let state = Arc::new(State {
             upstream,
             connections: AtomicUsize::new(0),

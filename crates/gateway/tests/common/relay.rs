@@ -20,14 +20,22 @@ struct State {
     links: Vec<JoinHandle<()>>,
 }
 
+/// A listener on a free loopback port in front of `server_url`
+/// (`nats://127.0.0.1:<port>`): the listener, the server's address, and the
+/// URL to give the client under test.
+pub async fn listen_in_front_of(server_url: &str) -> (TcpListener, String, String) {
+    let upstream = server_url
+        .strip_prefix("nats://")
+        .expect("a nats:// URL")
+        .to_string();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("nats://{}", listener.local_addr().unwrap());
+    (listener, upstream, url)
+}
+
 impl Relay {
     pub async fn start(server_url: &str) -> Relay {
-        let upstream = server_url
-            .strip_prefix("nats://")
-            .expect("a nats:// URL")
-            .to_string();
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("nats://{}", listener.local_addr().unwrap());
+        let (listener, upstream, url) = listen_in_front_of(server_url).await;
         let state = Arc::new(Mutex::new(State::default()));
         let accept = tokio::spawn({
             let state = state.clone();
