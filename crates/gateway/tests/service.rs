@@ -14,12 +14,14 @@ use serde_json::{Value, json};
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The lease endpoints the NATS front serves, by name and subject.
-const ENDPOINTS: [(&str, &str); 5] = [
+const ENDPOINTS: [(&str, &str); 7] = [
     ("acquire", "api.leases.acquire"),
     ("renew", "api.leases.renew"),
     ("release", "api.leases.release"),
     ("owner", "api.leases.owner"),
     ("forward", "api.leases.forward"),
+    ("list", "api.leases.list"),
+    ("transfer", "api.leases.transfer"),
 ];
 
 /// The names of an object's fields.

@@ -175,6 +175,16 @@ async fn a_retried_transfer_whose_reply_was_lost_gets_the_same_grant() {
     assert_kind(&s.transfer("k", "a", rev(&a), "b", 15_000).await, "lost");
 }
 
+/// k's change events from now on (the server knows of the subscription).
+async fn changes_of_k(client: &async_nats::Client) -> async_nats::Subscriber {
+    let changes = client
+        .subscribe(ChangeEvent::subject(Some("k")))
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    changes
+}
+
 async fn next_change(changes: &mut async_nats::Subscriber) -> async_nats::Message {
     tokio::time::timeout(Duration::from_secs(5), changes.next())
         .await
@@ -185,12 +195,7 @@ async fn next_change(changes: &mut async_nats::Subscriber) -> async_nats::Messag
 #[tokio::test]
 async fn a_transfer_is_an_acquired_change_naming_the_previous_holder() {
     let s = Setup::start().await;
-    let mut changes = s
-        .client
-        .subscribe(ChangeEvent::subject(Some("k")))
-        .await
-        .unwrap();
-    s.client.flush().await.unwrap();
+    let mut changes = changes_of_k(&s.client).await;
     let a = s.acquire("k", "a", 15_000).await;
     let moved = s.transfer("k", "a", rev(&a), "b", 15_000).await;
     let acquired = next_change(&mut changes).await;
@@ -418,12 +423,7 @@ async fn a_owns_and_b_waits(s: &Setup, leases: &LeaseClient) -> (LeaseKeeper, Le
 async fn a_keeper_hands_off_and_the_waiting_successor_takes_over_at_the_transferred_fence() {
     let s = Setup::start().await;
     let leases = LeaseClient::new(s.client.clone());
-    let mut changes = s
-        .client
-        .subscribe(ChangeEvent::subject(Some("k")))
-        .await
-        .unwrap();
-    s.client.flush().await.unwrap();
+    let mut changes = changes_of_k(&s.client).await;
     let (a, b) = a_owns_and_b_waits(&s, &leases).await;
     let a_ownership = a.watch();
     let moved = a.hand_off("b").await.unwrap();
