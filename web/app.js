@@ -6,6 +6,7 @@
 
 const TOKEN_KEY = 'dagnats-leases-token';
 const WINDOW_MS = 5 * 60 * 1000;
+const MIN_WINDOW_MS = 10_000;
 const HISTORY_MAX = 5000;
 const LOG_MAX = 300;
 
@@ -17,6 +18,9 @@ const state = {
   lastId: null,
   sortDirty: false,
   detailKey: null,
+  groupsDirty: false,
+  timelineFocus: null, // [key, fence] of the focused segment, kept across redraws
+  redrawing: false,
 };
 
 // ---- auth: the read/write token lives in sessionStorage, never in a URL
@@ -153,6 +157,7 @@ function upsert(lease, renewed) {
     state.sortDirty = true;
   }
   if (row.lease && row.lease.revision > lease.revision) return; // stale
+  if (row.lease?.holder !== lease.holder) state.groupsDirty = true;
   row.lease = lease;
   row.cells.holder.textContent = lease.holder;
   row.cells.fence.textContent = lease.revision;
@@ -183,6 +188,7 @@ function remove(key) {
   row.tr.remove();
   state.rows.delete(key);
   state.visible.delete(key);
+  state.groupsDirty = true;
   counts();
 }
 
@@ -217,10 +223,15 @@ function applyFilter() {
 
 // ---- events
 
+// `data` is an SSE event's data or a change from /v1/events/recent. A
+// transfer's `acquired` names the holder it came from (`previous_holder`).
 function record(event, data) {
+  const acquiredAt = data.acquired_at || data.lease?.acquired_at;
   const entry = {
     event, key: data.key, revision: data.revision,
     holder: data.holder || (state.rows.get(data.key)?.lease.holder) || null,
+    previous: data.previous_holder || null,
+    since: acquiredAt ? Date.parse(acquiredAt) : null,
     at: data.at ? Date.parse(data.at) : Date.now(),
   };
   state.history.push(entry);
@@ -231,10 +242,13 @@ function record(event, data) {
 function logLine(entry) {
   if (entry.event === 'renewed' && $('hide-renewed').checked) return;
   const li = document.createElement('li');
-  li.className = 'ev-' + entry.event;
-  li.dataset.event = entry.event;
-  li.textContent = `${clock(entry.at)} ${entry.event.padEnd(8)} ${entry.key} ` +
-    (entry.holder ? `holder=${entry.holder} ` : '') + `fence=${entry.revision}`;
+  const kind = entry.previous ? 'transferred' : entry.event;
+  li.className = 'ev-' + kind;
+  li.dataset.event = kind;
+  li.textContent = entry.previous
+    ? `${clock(entry.at)} transfer ${entry.key}: ${entry.previous} → ${entry.holder} at fence ${entry.revision}`
+    : `${clock(entry.at)} ${entry.event.padEnd(8)} ${entry.key} ` +
+      (entry.holder ? `holder=${entry.holder} ` : '') + `fence=${entry.revision}`;
   const log = $('log');
   log.prepend(li);
   while (log.childElementCount > LOG_MAX) log.lastElementChild.remove();
@@ -282,6 +296,7 @@ function drain() {
     apply(event, data);
   }
   queue.splice(0, done);
+  renderGroups();
   if (queue.length) setTimeout(drain, 0);
   else draining = false;
 }
@@ -298,6 +313,7 @@ async function loadLeases() {
   for (const lease of data.leases) { upsert(lease, false); seen.add(lease.key); }
   for (const key of [...state.rows.keys()]) if (!seen.has(key)) remove(key);
   state.sortDirty = true;
+  renderGroups();
   return true;
 }
 
@@ -343,15 +359,92 @@ async function stream() {
   }
 }
 
-// ---- the timeline: one lane per key, a segment per tenure
+// ---- shard groups, recognised from the keys alone: each member of group
+// G holds `G-member-<holder>`, and shard i of G is the lease on `G-<i>`
 
-// The window: the last 5 minutes, or less while the page has seen less
-// (never under 30 s), so a fresh page is not a sliver at the right edge.
-function windowStart(now) {
-  const first = state.history.length ? state.history[0].at : now;
-  return now - Math.min(WINDOW_MS, Math.max(30_000, now - first));
+const MEMBER_INFIX = '-member-';
+
+// Per group: its members, the shards each holder owns, and the shards the
+// page has seen (held now or in the recent past) that nobody owns now.
+function shardGroups() {
+  const found = new Map(); // name -> {members: Set, owners: Map holder -> [shard], seen: Set}
+  for (const [key, { lease }] of state.rows) {
+    const suffix = MEMBER_INFIX + lease.holder;
+    if (!key.endsWith(suffix) || key.length === suffix.length) continue;
+    const name = key.slice(0, -suffix.length);
+    if (!found.has(name)) found.set(name, { name, members: new Set(), owners: new Map(), seen: new Set() });
+    found.get(name).members.add(lease.holder);
+  }
+  const shardOf = (key) => {
+    const m = /^(.+)-(\d+)$/.exec(key);
+    return m && found.has(m[1]) ? [found.get(m[1]), Number(m[2])] : [null];
+  };
+  for (const e of state.history) {
+    const [group, shard] = shardOf(e.key);
+    if (group) group.seen.add(shard);
+  }
+  for (const [key, { lease }] of state.rows) {
+    const [group, shard] = shardOf(key);
+    if (!group) continue;
+    group.seen.add(shard);
+    if (!group.owners.has(lease.holder)) group.owners.set(lease.holder, []);
+    group.owners.get(lease.holder).push(shard);
+  }
+  return [...found.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
 }
 
+const numerically = (a, b) => a - b;
+
+function groupView(group) {
+  const owned = new Set([...group.owners.values()].flat());
+  const free = [...group.seen].filter((shard) => !owned.has(shard)).sort(numerically);
+  const holders = [...new Set([...group.members, ...group.owners.keys()])].sort();
+  const div = document.createElement('div');
+  div.className = 'group';
+  div.dataset.group = group.name;
+  const title = document.createElement('h3');
+  title.textContent = `${group.name}: ${group.members.size} member${group.members.size === 1 ? '' : 's'}, ` +
+    `${owned.size} shard${owned.size === 1 ? '' : 's'} owned` + (free.length ? `, ${free.length} with no owner` : '');
+  const table = document.createElement('table');
+  table.innerHTML = '<thead><tr><th scope="col">Member</th><th scope="col">Shards</th><th scope="col">Which</th></tr></thead><tbody></tbody>';
+  const line = (who, shards, cls) => [[who, cls], [String(shards.length)], [shards.join(', ') || '—']];
+  fillTable(table, holders.map((holder) => {
+    const shards = (group.owners.get(holder) || []).sort(numerically);
+    return line(holder + (group.members.has(holder) ? '' : ' (not a member)'), shards);
+  }).concat(free.length ? [line('no owner', free, 'warn')] : []));
+  div.append(title, table);
+  return div;
+}
+
+// Redrawn after a batch of changes that moved a lease to another holder
+// (or freed or took a key); renewals never redraw it.
+function renderGroups() {
+  if (!state.groupsDirty) return;
+  state.groupsDirty = false;
+  const groups = shardGroups();
+  $('groups').replaceChildren(...groups.map(groupView));
+  $('no-groups').hidden = groups.length > 0;
+}
+
+// ---- the timeline: one lane per key, a segment per tenure
+
+const LANE_H = 22, AXIS_H = 20, LANE_LABEL_W = 120;
+// A tenure is never drawn narrower than this, so a fresh one can be seen,
+// pointed at and focused; the older ones before it in its lane give way.
+const MIN_SEGMENT_PX = 10;
+const TICK_STEPS_S = [1, 2, 5, 10, 15, 30, 60, 120, 300];
+const TICK_SPACING_PX = 80;
+
+// The window: the last 5 minutes, or less while the page has seen less
+// (never under 10 s), so a fresh page is not a sliver at the right edge.
+function windowStart(now) {
+  const first = state.history.length ? state.history[0].at : now;
+  return now - Math.min(WINDOW_MS, Math.max(MIN_WINDOW_MS, now - first));
+}
+
+// Per key, its tenures overlapping the window, oldest first: holder,
+// fence (the revision that began it), latest (its last renewal's fence),
+// previous (the holder a transfer took it from), from, to, open.
 function segments(now, start) {
   const lanes = new Map(); // key -> {open, done: []}
   const lane = (key) => {
@@ -362,48 +455,136 @@ function segments(now, start) {
     const l = lane(e.key);
     if (e.event === 'acquired' || (e.event === 'renewed' && !l.open)) {
       if (l.open) l.done.push({ ...l.open, to: e.at });
-      l.open = { holder: e.holder, fence: e.revision, from: e.event === 'acquired' ? e.at : start };
+      l.open = {
+        holder: e.holder, fence: e.revision, latest: e.revision, previous: e.previous,
+        from: e.event === 'acquired' ? e.at : (e.since ?? start),
+      };
+    } else if (e.event === 'renewed') {
+      l.open.latest = e.revision;
     } else if (e.event === 'released' || e.event === 'expired') {
       if (l.open) l.done.push({ ...l.open, to: e.at });
       l.open = null;
     }
   }
-  for (const [key, row] of state.rows) {
+  for (const [key, { lease }] of state.rows) {
     const l = lane(key);
-    if (!l.open) l.open = { holder: row.lease.holder, fence: row.lease.revision, from: Math.max(start, Date.parse(row.lease.acquired_at)) };
+    if (!l.open) l.open = { holder: lease.holder, fence: lease.revision, previous: null, from: Date.parse(lease.acquired_at) };
+    if (l.open.holder === lease.holder) l.open.latest = lease.revision;
   }
   const result = [];
   for (const [key, l] of lanes) {
-    const segs = l.done.concat(l.open ? [{ ...l.open, to: now }] : []).filter((s) => s.to >= start);
+    const segs = l.done.concat(l.open ? [{ ...l.open, to: now, open: true }] : []).filter((s) => s.to >= start);
     if (segs.length) result.push({ key, segs, last: Math.max(...segs.map((s) => s.to)) });
   }
   result.sort((a, b) => b.last - a.last || (a.key < b.key ? -1 : 1));
   return result.slice(0, 30).sort((a, b) => (a.key < b.key ? -1 : 1));
 }
 
+// Where each segment of a lane goes, right to left: at least
+// MIN_SEGMENT_PX wide, never over the one after it.
+function place(segs, x, left, right) {
+  const placed = [];
+  let limit = right;
+  for (const s of [...segs].reverse()) {
+    const x1 = Math.min(x(s.to), limit);
+    const x0 = Math.max(left, Math.min(x(s.from), x1 - MIN_SEGMENT_PX));
+    if (x1 > x0) placed.unshift({ s, x0, x1 });
+    limit = x0;
+  }
+  return placed;
+}
+
+// Wall-clock ticks (UTC, as in the event log), about TICK_SPACING_PX apart.
+function ticks(start, now, px) {
+  const seconds = TICK_STEPS_S.find((s) => (now - start) / (s * 1000) <= px / TICK_SPACING_PX) ?? TICK_STEPS_S.at(-1);
+  const step = seconds * 1000;
+  const out = [];
+  for (let t = Math.ceil(start / step) * step; t <= now; t += step) out.push(t);
+  return out;
+}
+
+let measure = null;
+function textWidth(text) {
+  if (!measure) {
+    measure = document.createElement('canvas').getContext('2d');
+    const style = getComputedStyle($('timeline'));
+    measure.font = `10px ${style.fontFamily}`;
+  }
+  return measure.measureText(text).width;
+}
+
+function segmentDetail(key, s) {
+  const fence = s.latest !== s.fence ? `fence ${s.fence} (renewed to ${s.latest})` : `fence ${s.fence}`;
+  return `${key}: ${s.holder || '?'} @ ${fence}` + (s.previous ? `, handed over from ${s.previous}` : '') +
+    `, from ${clock(s.from)} to ${s.open ? 'now' : clock(s.to)}, held ${ago(s.to - s.from)}`;
+}
+
 function drawTimeline() {
   const now = Date.now();
   const start = windowStart(now);
   const lanes = segments(now, start);
-  const width = Math.max(300, $('timeline').clientWidth), laneH = 22, label = 120;
-  const x = (t) => label + ((t - start) / (now - start)) * (width - label);
+  const width = Math.max(300, $('timeline').clientWidth);
+  const left = LANE_LABEL_W, right = width - 2;
+  const x = (t) => left + ((Math.max(t, start) - start) / (now - start)) * (right - left);
+  const lanesH = lanes.length * LANE_H;
   const parts = [];
+  for (const t of ticks(start, now, right - left)) {
+    const anchor = x(t) > right - 25 ? 'end' : 'middle';
+    parts.push(`<line class="grid" x1="${x(t)}" x2="${x(t)}" y1="0" y2="${lanesH}"></line>` +
+      `<text class="tick" x="${x(t)}" y="${lanesH + 14}" text-anchor="${anchor}">${clock(t).slice(0, 8)}</text>`);
+  }
+  parts.push(`<text class="axis-unit" x="0" y="${lanesH + 14}">UTC</text>`);
+  const marks = [];
   lanes.forEach((lane, i) => {
-    const y = i * laneH;
-    parts.push(`<text x="0" y="${y + 15}" class="lane">${escapeXml(lane.key)}</text>`);
-    for (const s of lane.segs) {
-      const x0 = x(Math.max(s.from, start)), x1 = Math.max(x0 + 2, x(s.to));
-      parts.push(`<g class="segment" data-key="${escapeXml(lane.key)}" data-holder="${escapeXml(s.holder || '')}" data-fence="${s.fence}">` +
-        `<rect x="${x0}" y="${y + 3}" width="${x1 - x0}" height="${laneH - 6}" fill="${colour(s.holder)}" rx="3"><title>${escapeXml(s.holder || '?')} fence ${s.fence}</title></rect>` +
-        (x1 - x0 > 60 ? `<text x="${x0 + 4}" y="${y + 15}" fill="#fff">${escapeXml(s.holder || '?')} #${s.fence}</text>` : '') + '</g>');
+    const y = i * LANE_H;
+    const key = escapeXml(lane.key);
+    parts.push(`<text x="0" y="${y + 15}" class="lane">${key}</text>`);
+    for (const { s, x0, x1 } of place(lane.segs, x, left, right)) {
+      const holder = escapeXml(s.holder || '?');
+      const label = `${s.holder || '?'} @ ${s.fence}`;
+      const detail = escapeXml(segmentDetail(lane.key, s));
+      parts.push(`<g class="segment" tabindex="0" data-key="${key}" data-holder="${escapeXml(s.holder || '')}" data-fence="${s.fence}" aria-label="${detail}">` +
+        `<title>${detail}</title>` +
+        `<rect x="${x0}" y="${y + 3}" width="${x1 - x0}" height="${LANE_H - 6}" fill="${colour(s.holder)}" rx="3"></rect>` +
+        (textWidth(label) + 8 <= x1 - x0 ? `<text class="seg-label" x="${x0 + 4}" y="${y + 15}">${escapeXml(label)}</text>` : '') + '</g>');
+      if (s.previous && s.from >= start) {
+        const moved = escapeXml(`${lane.key}: ${s.previous} → ${s.holder} at fence ${s.fence}`);
+        marks.push(`<g class="handover" data-key="${key}" data-from="${escapeXml(s.previous)}" data-to="${holder}"><title>${moved}</title>` +
+          `<line x1="${x0}" x2="${x0}" y1="${y + 1}" y2="${y + LANE_H - 1}"></line>` +
+          `<path d="M${x0 - 4} ${y} h8 l-4 5 z"></path></g>`);
+      }
     }
   });
-  const height = Math.max(laneH, lanes.length * laneH);
+  const height = lanesH + AXIS_H;
+  state.redrawing = true;
   $('timeline').innerHTML = lanes.length
-    ? `<svg viewBox="0 0 ${width} ${height}" width="${width}" height="${height}">${parts.join('')}</svg>`
+    ? `<svg viewBox="0 0 ${width} ${height}" width="${width}" height="${height}">${parts.join('')}${marks.join('')}</svg>`
     : '<p class="muted">Nothing changed in the last 5 minutes.</p>';
+  if (state.timelineFocus) {
+    const [key, fence] = state.timelineFocus;
+    const g = $('timeline').querySelector(`g.segment[data-key="${CSS.escape(key)}"][data-fence="${fence}"]`);
+    if (g) g.focus({ preventScroll: true });
+    else state.timelineFocus = null;
+  }
+  state.redrawing = false;
   $('timeline-title').textContent = `Ownership, last ${ago(now - start)}`;
 }
+
+// A segment's detail shows on hover and on keyboard focus, and follows
+// the focused segment across redraws (its duration grows while it lasts).
+function showSegment(target) {
+  const g = target.closest && target.closest('g.segment');
+  if (g) $('timeline-detail').textContent = g.getAttribute('aria-label');
+  return g;
+}
+$('timeline').addEventListener('mouseover', (e) => showSegment(e.target));
+$('timeline').addEventListener('focusin', (e) => {
+  const g = showSegment(e.target);
+  if (g) state.timelineFocus = [g.dataset.key, g.dataset.fence];
+});
+$('timeline').addEventListener('focusout', () => {
+  if (!state.redrawing) state.timelineFocus = null;
+});
 
 function escapeXml(s) {
   return String(s).replace(/[<>&"']/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;', "'": '&#39;' }[c]));
@@ -428,7 +609,8 @@ function renderDetail() {
   list.textContent = '';
   for (const e of state.history.filter((h) => h.key === key).slice(-20).reverse()) {
     const li = document.createElement('li');
-    li.textContent = `${clock(e.at)} ${e.event} ${e.holder || ''} fence=${e.revision}`;
+    li.textContent = `${clock(e.at)} ${e.event} ${e.holder || ''} fence=${e.revision}` +
+      (e.previous ? ` from ${e.previous}` : '');
     list.appendChild(li);
   }
 }
@@ -474,8 +656,8 @@ $('hide-renewed').addEventListener('change', () => {
 
 const CLUSTER_EVERY_MS = 5000;
 
-function fillTable(id, rows) {
-  const body = $(id).tBodies[0];
+function fillTable(table, rows) {
+  const body = table.tBodies[0];
   body.replaceChildren(...rows.map((cells) => {
     const tr = document.createElement('tr');
     for (const [text, cls] of cells) {
@@ -502,16 +684,16 @@ async function loadCluster() {
     ? `${stream.name} leader: ${stream.leader}`
     : `${stream.name} has no leader${stream.error ? ': ' + stream.error : ''}`;
   $('cluster-leader').className = stream.leader ? 'muted' : 'bad';
-  fillTable('cluster-replicas', stream.replicas.map((r) => [
+  fillTable($('cluster-replicas'), stream.replicas.map((r) => [
     [r.name],
     [r.leader ? 'leader' : 'follower'],
     r.offline ? ['offline', 'bad'] : r.current ? ['current', 'ok'] : ['catching up', 'warn'],
     [String(r.lag)],
   ]));
-  fillTable('cluster-nodes', data.nodes.map((n) => [
+  fillTable($('cluster-nodes'), data.nodes.map((n) => [
     [n.url + (n.connected ? ' (connected)' : '')], [n.name || ''], [n.version || ''],
   ]));
-  fillTable('cluster-gateways', data.gateways.map((g) => [
+  fillTable($('cluster-gateways'), data.gateways.map((g) => [
     [g.id + (g.id === data.gateway.id ? ' (this one)' : '')], [g.version],
   ]));
 }

@@ -63,11 +63,20 @@ impl EncodedChange {
     /// A held lease, as the change (`acquired` or `renewed`) that wrote
     /// its current record.
     pub(crate) fn held(kind: ChangeKind, lease: &Lease) -> Self {
+        Self::held_from(kind, lease, None)
+    }
+
+    /// A held lease, naming the holder a transfer handed it over from.
+    fn held_from(kind: ChangeKind, lease: &Lease, previous_holder: Option<&str>) -> Self {
+        let data = HeldData {
+            lease,
+            previous_holder,
+        };
         EncodedChange {
             kind,
             key: lease.key.clone(),
             revision: lease.revision,
-            data: serde_json::to_string(lease).expect("a lease serializes"),
+            data: serde_json::to_string(&data).expect("a lease serializes"),
         }
     }
 
@@ -84,6 +93,16 @@ impl EncodedChange {
             data: serde_json::to_string(&ended).expect("an event serializes"),
         }
     }
+}
+
+/// The data of an `acquired` or `renewed` event: the lease, and for an
+/// `acquired` written by a transfer, the holder it was handed over from.
+#[derive(Serialize)]
+struct HeldData<'a> {
+    #[serde(flatten)]
+    lease: &'a Lease,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous_holder: Option<&'a str>,
 }
 
 /// The gateway's change feed; cheap to clone.
@@ -197,12 +216,9 @@ fn with_last_holder(
 impl From<&ChangeEvent> for EncodedChange {
     fn from(change: &ChangeEvent) -> Self {
         match &change.lease {
-            Some(lease) => EncodedChange {
-                kind: change.event,
-                key: change.key.clone(),
-                revision: change.revision,
-                data: serde_json::to_string(lease).expect("a lease serializes"),
-            },
+            Some(lease) => {
+                EncodedChange::held_from(change.event, lease, change.previous_holder.as_deref())
+            }
             None => EncodedChange::ended(
                 change.event,
                 &change.key,

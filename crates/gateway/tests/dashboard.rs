@@ -3,9 +3,11 @@
 
 mod common;
 
+use std::collections::BTreeMap;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Gateway, Http, NatsServer, call, client};
+use common::{Gateway, Http, NatsServer, call, client, command, eventually};
 use dagnats_leases_testkit::chromium::Driver;
 use dagnats_leases_testkit::free_port;
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
@@ -32,6 +34,23 @@ impl Session {
             browser,
             _driver: driver,
         }
+    }
+
+    /// Opens the dashboard and waits for its event stream.
+    async fn open(http: &Http) -> Session {
+        let s = Session::start().await;
+        s.browser.goto(&format!("{}/", http.base)).await.unwrap();
+        poll_until(
+            "the event stream to connect",
+            Duration::from_secs(10),
+            || async {
+                s.js("return document.getElementById('status').textContent")
+                    .await
+                    == "live"
+            },
+        )
+        .await;
+        s
     }
 
     async fn js(&self, script: &str) -> Value {
@@ -118,6 +137,78 @@ where
     }
 }
 
+/// A shard-group member run by the CLI, killed on drop if still running.
+struct Member(Child);
+
+impl Member {
+    fn start(nats_url: &str, group: &str, count: u32, holder: &str) -> Member {
+        let count = count.to_string();
+        let args = [
+            "shards", group, "--count", &count, "--holder", holder, "--ttl-ms", "3000",
+        ];
+        let child = command(nats_url, &args)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("a CLI member");
+        Member(child)
+    }
+
+    /// SIGTERM: the member leaves gracefully, handing its shards over.
+    fn stop(mut self) {
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exit = self.0.wait().unwrap();
+        assert!(exit.success(), "{exit:?}");
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Who holds which shards of `group` (keys `group-<i>`), as `GET
+/// /v1/leases` says: holder to shard numbers, ascending.
+async fn shard_owners(http: &Http, group: &str) -> BTreeMap<String, Vec<u32>> {
+    let prefix = format!("{group}-");
+    let list = http.get(&format!("/v1/leases?prefix={prefix}")).await.body;
+    let mut owners: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for lease in list["leases"].as_array().expect("a listing") {
+        let shard = lease["key"]
+            .as_str()
+            .and_then(|key| key.strip_prefix(&prefix))
+            .and_then(|n| n.parse::<u32>().ok());
+        if let Some(shard) = shard {
+            let holder = lease["holder"].as_str().unwrap().to_string();
+            owners.entry(holder).or_default().push(shard);
+        }
+    }
+    owners.values_mut().for_each(|shards| shards.sort());
+    owners
+}
+
+/// The rows the shard-groups panel shows for `owners`: member, count, which.
+fn panel_rows(owners: &BTreeMap<String, Vec<u32>>) -> Value {
+    let rows: Vec<Value> = owners
+        .iter()
+        .map(|(holder, shards)| {
+            let which: Vec<String> = shards.iter().map(u32::to_string).collect();
+            json!([holder, shards.len().to_string(), which.join(", ")])
+        })
+        .collect();
+    json!(rows)
+}
+
+/// The shard-groups panel's rows for group `jobs`, as text.
+const PANEL_JS: &str = "return [...document.querySelectorAll('#groups .group[data-group=\"jobs\"] tbody tr')].map(tr => [...tr.cells].map(c => c.textContent))";
+
 fn acquire(key: &str, holder: &str, ttl_ms: u64) -> Value {
     json!({"key": key, "holder": holder, "ttl_ms": ttl_ms})
 }
@@ -128,18 +219,7 @@ async fn the_dashboard_shows_who_holds_what_live() {
     let gateway = Gateway::start(&server.url).await;
     let http = Http::of(&gateway).await;
     let nats = client(&server.url).await;
-    let s = Session::start().await;
-    s.browser.goto(&format!("{}/", http.base)).await.unwrap();
-    poll_until(
-        "the event stream to connect",
-        Duration::from_secs(10),
-        || async {
-            s.js("return document.getElementById('status').textContent")
-                .await
-                == "live"
-        },
-    )
-    .await;
+    let s = Session::open(&http).await;
 
     // A lease acquired through the API appears within a second.
     let lease = call(&nats, "acquire", acquire("shard-1", "worker-a", 15_000)).await;
@@ -491,4 +571,260 @@ async fn the_dashboard_shows_the_stream_leader_and_every_live_gateway() {
             server.url.trim_start_matches("nats://")
         )])
     );
+}
+
+#[tokio::test]
+async fn the_dashboard_shows_shard_groups_by_owner_and_transfers_in_the_log() {
+    let server = NatsServer::start().await;
+    let gateway = Gateway::start(&server.url).await;
+    let http = Http::of(&gateway).await;
+    let s = Session::open(&http).await;
+    assert_eq!(
+        s.js("return document.getElementById('no-groups').hidden")
+            .await,
+        false,
+        "no group before any member runs"
+    );
+    let alpha = Member::start(&server.url, "jobs", 6, "alpha");
+    let _beta = Member::start(&server.url, "jobs", 6, "beta");
+    let split = eventually("3 shards each", Duration::from_secs(20), || async {
+        let owners = shard_owners(&http, "jobs").await;
+        let even = owners.len() == 2 && owners.values().all(|shards| shards.len() == 3);
+        even.then_some(owners)
+    })
+    .await;
+    assert_eq!(split.keys().collect::<Vec<_>>(), ["alpha", "beta"]);
+    poll_until(
+        "the panel to show what the leases say",
+        Duration::from_secs(5),
+        || async { s.js(PANEL_JS).await == panel_rows(&split) },
+    )
+    .await;
+    assert_eq!(
+        s.js("return document.querySelector('#groups .group[data-group=\"jobs\"] h3').textContent")
+            .await,
+        "jobs: 2 members, 6 shards owned"
+    );
+
+    // alpha leaves gracefully: beta is given its shards by transfer.
+    alpha.stop();
+    let all = eventually("beta to own all 6", Duration::from_secs(20), || async {
+        let owners = shard_owners(&http, "jobs").await;
+        let alone = owners.len() == 1 && owners.get("beta").is_some_and(|s| s.len() == 6);
+        alone.then_some(owners)
+    })
+    .await;
+    poll_until(
+        "the panel to show beta with all 6",
+        Duration::from_secs(5),
+        || async { s.js(PANEL_JS).await == panel_rows(&all) },
+    )
+    .await;
+    assert_eq!(all["beta"], [0, 1, 2, 3, 4, 5]);
+
+    // Each of alpha's shards moved by a transfer at a fence the gateway's
+    // recent changes name; the log says so and the timeline marks it.
+    let recent = http.get("/v1/events/recent").await.body;
+    for shard in &split["alpha"] {
+        let key = format!("jobs-{shard}");
+        let transfer = recent["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["key"] == key.as_str() && e["previous_holder"] == "alpha")
+            .unwrap_or_else(|| panic!("a transfer of {key} in {recent}"));
+        assert_eq!(transfer["holder"], "beta");
+        let line = format!("{key}: alpha → beta at fence {}", transfer["revision"]);
+        poll_until("the transfer in the log", Duration::from_secs(2), || async {
+            let script = format!(
+                "return [...document.querySelectorAll('#log li')].some(li => li.dataset.event === 'transferred' && li.textContent.endsWith({}))",
+                json!(line)
+            );
+            s.js(&script).await == true
+        })
+        .await;
+        let lane = format!(
+            "const lane = '#timeline [data-key=\"{key}\"]'; \
+             const segs = [...document.querySelectorAll(lane + '.segment')].map(g => g.querySelector('rect')).map(r => [r.parentNode.dataset.holder, Number(r.parentNode.dataset.fence), Number(r.getAttribute('x')), Number(r.getAttribute('width'))]).sort((p, q) => p[2] - q[2]); \
+             const marks = [...document.querySelectorAll(lane + '.handover')].map(g => [g.dataset.from, g.dataset.to]); \
+             return {{ segs, marks }}"
+        );
+        // The timeline redraws every second. alpha may have had the shard
+        // by a transfer from beta when it joined: the lane's last tenure is
+        // the one that matters.
+        let view = eventually("the hand-over drawn", Duration::from_secs(3), || async {
+            let view = s.js(&lane).await;
+            let last = view["segs"]
+                .as_array()
+                .and_then(|segs| segs.last().cloned());
+            last.is_some_and(|seg| seg[1] == transfer["revision"])
+                .then_some(view)
+        })
+        .await;
+        let segs = view["segs"].as_array().unwrap();
+        let [.., a, b] = segs.as_slice() else {
+            panic!("two segments in the lane of {key}: {view}")
+        };
+        assert_eq!((&a[0], &b[0]), (&json!("alpha"), &json!("beta")), "{view}");
+        assert_eq!(
+            b[1], transfer["revision"],
+            "beta's tenure begins at the transfer"
+        );
+        let (a_end, b_start) = (
+            a[2].as_f64().unwrap() + a[3].as_f64().unwrap(),
+            b[2].as_f64().unwrap(),
+        );
+        assert!((a_end - b_start).abs() < 0.01, "adjacent: {view}");
+        let marks = view["marks"].as_array().unwrap();
+        assert_eq!(marks.last(), Some(&json!(["alpha", "beta"])), "{view}");
+    }
+    s.screenshot("dashboard-shards.png").await;
+    assert_eq!(s.console_errors().await, Vec::<String>::new());
+}
+
+/// Seconds since midnight of a `HH:MM:SS` label.
+fn seconds_of_day(label: &str) -> i64 {
+    let parts: Vec<i64> = label
+        .split(':')
+        .map(|p| p.parse().unwrap_or_else(|_| panic!("{label} is HH:MM:SS")))
+        .collect();
+    assert_eq!(parts.len(), 3, "{label} is HH:MM:SS");
+    assert!(parts[0] < 24 && parts[1] < 60 && parts[2] < 60, "{label}");
+    parts[0] * 3600 + parts[1] * 60 + parts[2]
+}
+
+fn seconds_of_day_now() -> i64 {
+    let now = time::OffsetDateTime::now_utc();
+    i64::from(now.hour()) * 3600 + i64::from(now.minute()) * 60 + i64::from(now.second())
+}
+
+#[tokio::test]
+async fn the_timeline_has_a_time_axis_and_labelled_segments_with_detail_on_focus() {
+    let server = NatsServer::start().await;
+    let gateway = Gateway::start(&server.url).await;
+    let http = Http::of(&gateway).await;
+    let nats = client(&server.url).await;
+    let opened = seconds_of_day_now();
+    let s = Session::open(&http).await;
+    let lease = call(&nats, "acquire", acquire("leader", "node-a", 60_000)).await;
+    let fence = lease["revision"].as_u64().unwrap();
+    let segment = "document.querySelector('#timeline g.segment[data-key=\"leader\"]')";
+    poll_until("the segment", Duration::from_secs(3), || async {
+        s.js(&format!("return !!{segment}")).await == true
+    })
+    .await;
+    // A fresh tenure is no sliver.
+    let width = s
+        .js(&format!(
+            "return Number({segment}.querySelector('rect').getAttribute('width'))"
+        ))
+        .await;
+    assert!(width.as_f64().unwrap() >= 10.0, "width {width}");
+
+    // The axis: wall-clock (UTC) labels, in order, within the window.
+    let labels = s
+        .js("return [...document.querySelectorAll('#timeline text.tick')].map(t => t.textContent)")
+        .await;
+    let now = seconds_of_day_now();
+    let ticks: Vec<i64> = labels
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| seconds_of_day(l.as_str().unwrap()))
+        .collect();
+    assert!(ticks.len() >= 2, "{labels}");
+    assert!(
+        ticks
+            .windows(2)
+            .all(|w| (w[1] - w[0]).rem_euclid(86_400) > 0),
+        "{labels}"
+    );
+    // The page has seen only this test's changes: a window of 10 s.
+    for tick in &ticks {
+        let age = (now - tick).rem_euclid(86_400);
+        assert!(
+            age <= (now - opened).rem_euclid(86_400) + 11,
+            "{labels} at {now}"
+        );
+    }
+
+    // The segment names its holder and fence once the text fits.
+    poll_until("the label", Duration::from_secs(15), || async {
+        s.js(&format!(
+            "return {segment}.querySelector('text.seg-label')?.textContent ?? null"
+        ))
+        .await
+            == format!("node-a @ {fence}")
+    })
+    .await;
+
+    // Focus shows the detail, and it follows the focused segment as the
+    // timeline redraws.
+    s.js(&format!("{segment}.focus(); return true")).await;
+    let detail = || async {
+        s.js("return document.getElementById('timeline-detail').textContent")
+            .await
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let first = detail().await;
+    let expected = format!("leader: node-a @ fence {fence}, from ");
+    assert!(
+        first.starts_with(&expected) && first.contains(" to now, held "),
+        "{first}"
+    );
+    poll_until(
+        "the detail to follow the redraw",
+        Duration::from_secs(5),
+        || async {
+            let now = detail().await;
+            now != first
+                && now.starts_with(&expected)
+                && s.js(&format!("return document.activeElement === {segment}"))
+                    .await
+                    == true
+        },
+    )
+    .await;
+    assert_eq!(
+        s.js(&format!(
+            "return {segment}.querySelector('title').textContent"
+        ))
+        .await,
+        json!(detail().await),
+        "the same detail on hover"
+    );
+
+    // Hovering another segment shows its detail; its end once it ended.
+    let other = call(&nats, "acquire", acquire("follower", "node-b", 60_000)).await;
+    call(
+        &nats,
+        "release",
+        json!({"key": "follower", "holder": "node-b", "revision": other["revision"]}),
+    )
+    .await;
+    let follower = "document.querySelector('#timeline g.segment[data-key=\"follower\"] rect')";
+    poll_until("the ended segment", Duration::from_secs(3), || async {
+        let label = s
+            .js(&format!(
+                "return {follower}?.parentNode.getAttribute('aria-label') ?? null"
+            ))
+            .await;
+        label.as_str().is_some_and(|l| !l.contains(" to now"))
+    })
+    .await;
+    s.js(&format!(
+        "{follower}.dispatchEvent(new MouseEvent('mouseover', {{ bubbles: true }})); return true"
+    ))
+    .await;
+    let hovered = detail().await;
+    let expected = format!("follower: node-b @ fence {}, from ", other["revision"]);
+    assert!(hovered.starts_with(&expected), "{hovered}");
+    assert!(
+        !hovered.contains(" to now"),
+        "an ended tenure has an end: {hovered}"
+    );
+    s.screenshot("dashboard-timeline.png").await;
+    assert_eq!(s.console_errors().await, Vec::<String>::new());
 }

@@ -103,14 +103,16 @@ async fn changes_arrive_in_order_named_with_the_revision_as_id() {
 }
 
 #[tokio::test]
-async fn a_transfer_is_an_acquired_event_with_the_new_holders_lease() {
+async fn a_transfer_is_an_acquired_event_with_the_new_holders_lease_and_the_previous_holder() {
     let (_server, _gateway, _client, http) = setup().await;
     let mut events = open(&http, "/v1/events?ownership=true", None).await;
     let a = acquire(&http, "k", 15000).await;
     let moved = http.transfer("k", "h", rev(&a), "h2", 15000).await.body;
     assert_eq!(moved["holder"], "h2", "{moved}");
     assert_eq!(next(&mut events).await, granted("acquired", &a));
-    assert_eq!(next(&mut events).await, granted("acquired", &moved));
+    let (name, id, mut data) = granted("acquired", &moved);
+    data["previous_holder"] = json!("h");
+    assert_eq!(next(&mut events).await, (name, id, data));
 }
 
 #[tokio::test]

@@ -47,6 +47,8 @@ pub(crate) struct EventsQuery {
 /// Server-Sent Events of every lease change: events `acquired`, `renewed`,
 /// `released`, `expired`; `id` is the revision; data is the lease (or, for
 /// `released` and `expired`, the key, revision and last holder when known).
+/// A live `acquired` written by a transfer also carries `previous_holder`,
+/// the holder the lease was handed over from.
 #[utoipa::path(get, path = "/v1/events", tag = "events",
     params(
         ("key" = Option<LeaseKey>, Query, nullable = false, description = "Only this key"),
@@ -94,8 +96,9 @@ pub(crate) async fn events(
 
 /// The last changes this gateway saw (at most 2,000, oldest first), so a
 /// freshly opened dashboard can draw the recent past. Each is the change
-/// event (`event`, `key`, `revision`, `holder`, and `lease` for acquired and
-/// renewed) with `at`, when this gateway received it.
+/// event (`event`, `key`, `revision`, `holder`, `lease` for acquired and
+/// renewed, and `previous_holder` for an acquired written by a transfer)
+/// with `at`, when this gateway received it.
 #[utoipa::path(get, path = "/v1/events/recent", tag = "events",
     security((), ("bearer" = [])),
     responses(
