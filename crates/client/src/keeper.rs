@@ -181,15 +181,16 @@ impl LeaseKeeper {
             Ok(()) => answer.await.unwrap_or_else(|_| Err(not_the_owner())),
             Err(_) => Err(not_the_owner()),
         };
-        self.stop.cancel();
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
+        self.stop_task().await;
         outcome
     }
 
     /// Stops renewing and releases the lease if held.
     pub async fn shutdown(mut self) {
+        self.stop_task().await;
+    }
+
+    async fn stop_task(&mut self) {
         self.stop.cancel();
         if let Some(task) = self.task.take() {
             let _ = task.await;
@@ -294,7 +295,10 @@ impl Task {
                 // The transfer was overtaken (released, revoked, moved on).
                 Err(err) if err.is_lost() => RETRY_MIN,
                 Err(err) => {
-                    tracing::debug!(%err, key = self.opts.key, "acquire failed; retrying");
+                    tracing::debug!(%err, key = self.opts.key, "acquire or takeover failed; retrying");
+                    // A takeover's renew is retried as it was sent: the same
+                    // renew answers the same, whether or not it landed.
+                    transferred = taking_over;
                     retry = (retry * 2).min(RETRY_MAX);
                     retry
                 }
