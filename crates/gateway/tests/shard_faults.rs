@@ -177,7 +177,7 @@ impl Run {
                 let mut p = self.live.remove(i);
                 let from = Instant::now();
                 signal("-TERM", &p.child);
-                let exit = p.child.wait().unwrap();
+                let exit = exited(&mut p.child).await;
                 assert!(exit.success(), "{} exited {exit:?}", p.name);
                 self.wait_converged("converge after a graceful leave").await;
                 from.elapsed()
@@ -187,7 +187,7 @@ impl Run {
                 let from = Instant::now();
                 p.child.kill().unwrap();
                 self.halted(&p.name);
-                p.child.wait().unwrap();
+                exited(&mut p.child).await;
                 self.wait_converged("converge after a crash").await;
                 from.elapsed()
             }
@@ -211,6 +211,17 @@ impl Run {
                 from.elapsed()
             }
         }
+    }
+}
+
+/// Waits for `child` to exit without blocking the runtime, whose tasks
+/// include the relays a leaving member hands its shards over through.
+async fn exited(child: &mut Child) -> std::process::ExitStatus {
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
