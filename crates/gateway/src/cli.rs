@@ -14,7 +14,7 @@ use futures::StreamExt;
 use serde::Serialize;
 
 use crate::config::NatsConfig;
-use dagnats_leases_client::shards::{ShardGroup, ShardOptions};
+use dagnats_leases_client::shards::{Owned, ShardGroup, ShardOptions};
 use dagnats_leases_client::{
     ChangeEvent, ChangeKind, ClientError, KeeperOptions, LeaseClient, LeaseKeeper, Ownership,
 };
@@ -454,41 +454,34 @@ struct OwnedLine<'a> {
 
 async fn shards(client: LeaseClient, options: ShardOptions, json: bool) -> Exit {
     let (group, holder) = (options.group.clone(), options.holder.clone());
-    let member = match ShardGroup::start(client, options) {
+    // Printed by the member itself, before it sends the transfer that
+    // follows a change: whoever reads these lines hears a shard is gone
+    // before its next owner can have it.
+    let mut shown: Option<Vec<u32>> = None;
+    let report = move |owned: &Owned| {
+        let now = owned.fences();
+        let set: Vec<u32> = now.keys().copied().collect();
+        if shown.as_ref() == Some(&set) {
+            return;
+        }
+        if json {
+            print_json(&OwnedLine {
+                group: &group,
+                holder: &holder,
+                owned: set.clone(),
+                fences: now.iter().map(|(i, f)| (i.to_string(), *f)).collect(),
+            });
+        } else {
+            eprintln!("{holder} owns {set:?} of {group}");
+        }
+        shown = Some(set);
+    };
+    let member = match ShardGroup::start_reporting(client, options, report) {
         Ok(member) => member,
         Err(err) => return failed(err),
     };
-    let mut owned = member.watch();
-    let stop = crate::shutdown_signal();
-    tokio::pin!(stop);
-    let mut shown: Option<Vec<u32>> = None;
-    loop {
-        let now = owned.borrow_and_update().fences();
-        let set: Vec<u32> = now.keys().copied().collect();
-        if shown.as_ref() != Some(&set) {
-            if json {
-                print_json(&OwnedLine {
-                    group: &group,
-                    holder: &holder,
-                    owned: set.clone(),
-                    fences: now.iter().map(|(i, f)| (i.to_string(), *f)).collect(),
-                });
-            } else {
-                eprintln!("{holder} owns {set:?} of {group}");
-            }
-            shown = Some(set);
-        }
-        tokio::select! {
-            () = &mut stop => {
-                member.shutdown().await;
-                if json {
-                    print_json(&OwnedLine { group: &group, holder: &holder, owned: Vec::new(), fences: Default::default() });
-                }
-                return Exit::Ok;
-            }
-            changed = owned.changed() => if changed.is_err() {
-                return Exit::Error;
-            },
-        }
-    }
+    crate::shutdown_signal().await;
+    // Leaving hands every shard over, each reported empty first.
+    member.shutdown().await;
+    Exit::Ok
 }

@@ -100,10 +100,27 @@ impl ShardGroup {
     /// Joins `options.group` and starts owning shards; refuses options
     /// [`ShardOptions::validate`] refuses.
     pub fn start(client: LeaseClient, options: ShardOptions) -> Result<Self, ClientError> {
+        Self::start_reporting(client, options, |_| {})
+    }
+
+    /// [`start`](ShardGroup::start), and `report` is called with every
+    /// change of the owned set (and once with the empty set at the start),
+    /// in the member's own task, before any transfer that follows the
+    /// change is sent. A consumer that acts on what `report` hands it (the
+    /// CLI prints it) has been told a shard is gone before its next owner
+    /// can have it; a reader of [`watch`](ShardGroup::watch) is told
+    /// asynchronously and must check [`Owned::fences`] before each action.
+    pub fn start_reporting(
+        client: LeaseClient,
+        options: ShardOptions,
+        mut report: impl FnMut(&Owned) + Send + Sync + 'static,
+    ) -> Result<Self, ClientError> {
         options.validate()?;
+        report(&Owned::default());
         let (tx, state) = watch::channel(Owned::default());
         let stop = CancellationToken::new();
-        let task = tokio::spawn(Member::new(client, options, tx).run(stop.clone()));
+        let member = Member::new(client, options, tx, Box::new(report));
+        let task = tokio::spawn(member.run(stop.clone()));
         Ok(ShardGroup {
             state,
             stop,
@@ -141,6 +158,8 @@ struct Member {
     client: LeaseClient,
     opts: ShardOptions,
     tx: watch::Sender<Owned>,
+    /// Told each change before the member goes on (see `start_reporting`).
+    report: Box<dyn FnMut(&Owned) + Send + Sync>,
     owned: BTreeMap<u32, ShardTenure>,
     /// The membership lease's fence, while held.
     membership: Option<(u64, Instant)>,
@@ -155,11 +174,17 @@ struct View {
 }
 
 impl Member {
-    fn new(client: LeaseClient, opts: ShardOptions, tx: watch::Sender<Owned>) -> Self {
+    fn new(
+        client: LeaseClient,
+        opts: ShardOptions,
+        tx: watch::Sender<Owned>,
+        report: Box<dyn FnMut(&Owned) + Send + Sync>,
+    ) -> Self {
         Member {
             client,
             opts,
             tx,
+            report,
             owned: BTreeMap::new(),
             membership: None,
         }
@@ -406,18 +431,14 @@ impl Member {
         self.owned.values().map(|t| t.until).min()
     }
 
-    fn publish(&self) {
+    fn publish(&mut self) {
         let owned = Owned {
             shards: self.owned.clone(),
         };
-        self.tx.send_if_modified(|current| {
-            if *current == owned {
-                false
-            } else {
-                *current = owned;
-                true
-            }
-        });
+        if *self.tx.borrow() != owned {
+            (self.report)(&owned);
+            self.tx.send_replace(owned);
+        }
     }
 
     /// Leaves the group: gives up the membership first, so the other
