@@ -40,17 +40,19 @@ impl Session {
     async fn open(http: &Http) -> Session {
         let s = Session::start().await;
         s.browser.goto(&format!("{}/", http.base)).await.unwrap();
-        poll_until(
-            "the event stream to connect",
-            Duration::from_secs(10),
-            || async {
-                s.js("return document.getElementById('status').textContent")
-                    .await
-                    == "live"
-            },
-        )
-        .await;
+        s.until_live("the event stream to connect", Duration::from_secs(10))
+            .await;
         s
+    }
+
+    /// Waits until the page says its event stream is live.
+    async fn until_live(&self, what: &str, within: Duration) {
+        poll_until(what, within, || async {
+            self.js("return document.getElementById('status').textContent")
+                .await
+                == "live"
+        })
+        .await;
     }
 
     async fn js(&self, script: &str) -> Value {
@@ -364,16 +366,8 @@ async fn the_dashboard_reconnects_after_the_gateway_restarts() {
     )
     .await;
     call(&nats, "acquire", acquire("new", "w", 60_000)).await;
-    poll_until(
-        "the stream to come back",
-        Duration::from_secs(15),
-        || async {
-            s.js("return document.getElementById('status').textContent")
-                .await
-                == "live"
-        },
-    )
-    .await;
+    s.until_live("the stream to come back", Duration::from_secs(15))
+        .await;
     poll_until(
         "the table to be right again",
         Duration::from_secs(5),
