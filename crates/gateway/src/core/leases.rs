@@ -127,30 +127,19 @@ impl LeaseCore {
         let (bucket_ref, req_ref, lost_ref) = (bucket, &req, &lost);
         let write = move |held: Known| {
             let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
-            async move {
-                // A renew racing the lease's own expiry is refused, before
-                // it is sent and after it is acknowledged: nats-server
-                // 2.15 acknowledges a write that replaces a message whose
-                // TTL has run out but is not yet expired, then the overdue
-                // expiry's marker (a subject rollup) erases that write. A
-                // renew acknowledged that late may be gone a moment later,
-                // so the holder must not count on it (docs/operations.md).
-                if too_late(held.expires_at) {
-                    return Ok(Err(lost()));
-                }
-                let grant = self.renew_at(bucket, req, held.acquired_at).await?;
-                Ok(if too_late(held.expires_at) {
-                    tracing::warn!(
-                        key,
-                        revision,
-                        "renew acknowledged after the lease was due to expire: answered lost"
-                    );
-                    self.withdraw(bucket, req, &grant.lease).await;
-                    Err(lost())
-                } else {
-                    Ok(grant)
-                })
-            }
+            let renewed = self.renew_at(bucket, req, held.acquired_at);
+            // A late renew is withdrawn: nothing stays held in the name of
+            // a holder told it lost the lease.
+            let withdraw =
+                move |grant: Grant| async move { self.withdraw(bucket, req, &grant.lease).await };
+            clear_of_expiry(
+                "renew",
+                (key, revision),
+                held.expires_at,
+                lost,
+                renewed,
+                withdraw,
+            )
             .boxed()
         };
         // This very renew already landed and its reply was lost.
@@ -548,8 +537,43 @@ const OVERDUE_WAIT: Duration = Duration::from_secs(3);
 /// How often the overdue record is read again meanwhile.
 const OVERDUE_POLL: Duration = Duration::from_millis(50);
 
-pub(super) fn too_late(expires_at: OffsetDateTime) -> bool {
+fn too_late(expires_at: OffsetDateTime) -> bool {
     OffsetDateTime::now_utc() + EXPIRY_MARGIN >= expires_at
+}
+
+/// A fenced `write` of a lease due to expire at `expires_at`, refused
+/// (`lost`) before it is sent and after it is acknowledged when it races
+/// that expiry: nats-server 2.15 acknowledges a write that replaces a
+/// message whose TTL has run out but is not yet expired, then the overdue
+/// expiry's marker (a subject rollup) erases that write. A write
+/// acknowledged that late may be gone a moment later, so nobody may count
+/// on it (docs/operations.md); `undo` runs on it before the refusal.
+pub(super) async fn clear_of_expiry<T, U>(
+    what: &str,
+    (key, revision): (&str, u64),
+    expires_at: OffsetDateTime,
+    lost: impl Fn() -> LeaseError,
+    write: impl Future<Output = Result<T, StoreError>>,
+    undo: impl FnOnce(T) -> U,
+) -> Result<Result<T, LeaseError>, StoreError>
+where
+    U: Future<Output = ()>,
+{
+    if too_late(expires_at) {
+        return Ok(Err(lost()));
+    }
+    let done = write.await?;
+    if too_late(expires_at) {
+        tracing::warn!(
+            key,
+            revision,
+            what,
+            "acknowledged after the lease was due to expire: answered lost"
+        );
+        undo(done).await;
+        return Ok(Err(lost()));
+    }
+    Ok(Ok(done))
 }
 
 /// How long the tombstone of a revoked corrupt record lives: it has no

@@ -7,7 +7,7 @@ use time::OffsetDateTime;
 
 use super::error::LeaseError;
 use super::known::Known;
-use super::leases::{LeaseCore, lost, too_late};
+use super::leases::{LeaseCore, clear_of_expiry, lost};
 use super::ports::{Records, StoreError, Write};
 use dagnats_leases_wire::record::{Entry, LeaseRecord, RECORD_VERSION, WriteEvent};
 use dagnats_leases_wire::reply::Grant;
@@ -28,25 +28,17 @@ impl LeaseCore {
         let (bucket_ref, req_ref, lost_ref) = (bucket, &req, &lost);
         let write = move |held: Known| {
             let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
-            async move {
-                // The renew rule, for the same reason (see `renew`): a write
-                // acknowledged after the lease was due to expire may be
-                // erased by the overdue expiry, so it must not be granted.
-                if too_late(held.expires_at) {
-                    return Ok(Err(lost()));
-                }
-                let grant = self.transfer_at(bucket, req).await?;
-                Ok(if too_late(held.expires_at) {
-                    tracing::warn!(
-                        key = req.key.as_str(),
-                        revision = req.revision.get(),
-                        "transfer acknowledged after the lease was due to expire: answered lost"
-                    );
-                    Err(lost())
-                } else {
-                    Ok(grant)
-                })
-            }
+            let moved = self.transfer_at(bucket, req);
+            // Nothing to undo: the record names `to`, not the holder told
+            // it lost the lease, and `to` learns of it from the server.
+            clear_of_expiry(
+                "transfer",
+                (key, revision),
+                held.expires_at,
+                lost,
+                moved,
+                |_| async {},
+            )
             .boxed()
         };
         // This very transfer already landed and its reply was lost: the
