@@ -140,6 +140,15 @@ pub(crate) fn forward_attempt(outcome: &'static str) {
     metrics::counter!("dagnats_forward_attempts_total", "outcome" => outcome).increment(1);
 }
 
+/// Counts one atomic batch of publishes and its messages by what came of
+/// it: `committed`, `refused` (each message then sent on its own), or
+/// `unanswered`.
+pub(crate) fn store_batch(outcome: &'static str, size: usize) {
+    metrics::counter!("dagnats_store_batches_total", "outcome" => outcome).increment(1);
+    metrics::counter!("dagnats_store_batched_publishes_total", "outcome" => outcome)
+        .increment(size as u64);
+}
+
 /// Whether the gateway's NATS connection is up (1) or not (0).
 pub(crate) fn nats_connected(connected: bool) {
     metrics::gauge!("dagnats_nats_connected").set(if connected { 1.0 } else { 0.0 });

@@ -242,6 +242,29 @@ fn a_revision_acknowledged_twice_is_a_lost_write() {
 }
 
 #[test]
+fn a_batch_that_hands_out_revisions_one_off_is_caught() {
+    // Renews of k4 and k5 went out in one atomic batch and landed at 21
+    // and 22, but their callers were told 22 and 23 (the commit's sequence
+    // taken as the first's). The next write, alone, lands at 23 and is
+    // told so: 23 is acknowledged twice, and k4 reads older than its renew.
+    let history = vec![
+        at("k4", 0, 10, acquire("a", granted(19))),
+        at("k5", 0, 10, acquire("b", granted(20))),
+        at("k4", 1000, 1010, renew("a", 19, granted(22))),
+        at("k5", 1000, 1010, renew("b", 20, granted(23))),
+        at("k6", 1100, 1110, acquire("c", granted(23))),
+        at("k4", 1200, 1210, owner(held("a", 21))),
+    ];
+    let expected = [Kind::LostWrite, Kind::StaleRead].map(|kind| format!("{kind:?}"));
+    assert_eq!(
+        kinds(&history),
+        BTreeSet::from(expected),
+        "{:#?}",
+        check(&history)
+    );
+}
+
+#[test]
 fn a_forward_processed_after_entitlement_ended_is_caught() {
     assert_only(
         vec![at("k", 2005, 2005, processed("a", 2))],

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::checker::{self, Call, Op, Outcome};
-use common::cluster::{self, Cluster};
+use common::cluster::Cluster;
 use common::fault_report::{self, Setting};
 use common::history_file::{self, FaultSpan, History};
 use common::{Gateway, timestamp};
@@ -35,6 +35,10 @@ use serde_json::{Value, json};
 
 /// The lease TTL every holder asks for; renewals come every third of it.
 const TTL: Duration = Duration::from_secs(3);
+
+/// Every gateway of the run: batching writes and read barriers as much as
+/// it can, so the run covers atomic batches as well as single publishes.
+const GATEWAY_ARGS: &[&str] = &["--replicas", "3", "--publishes-in-flight", "1"];
 
 /// A client's bound on one call: above the gateway's 4 s store timeout.
 const CALL_TIMEOUT: Duration = Duration::from_secs(6);
@@ -670,7 +674,7 @@ async fn inject(
             }
             _ => {
                 let index = rng.below(gateways.len());
-                let new = Gateway::spawn(&cluster.urls(), &["--replicas", "3"], &[]);
+                let new = Gateway::spawn(&cluster.urls(), GATEWAY_ARGS, &[]);
                 logs.push(std::mem::replace(&mut gateways[index], new).log.clone());
                 faults.push(Fault::RestartGateway {
                     index,
@@ -713,7 +717,10 @@ async fn fault_run(plan: Plan) -> usize {
     };
     let mut gateways = Vec::new();
     for _ in 0..plan.gateways {
-        gateways.push(cluster::gateway(&cluster.urls()).await);
+        let gateway = Gateway::spawn(&cluster.urls(), GATEWAY_ARGS, &[]);
+        gateway.wait_serving().await;
+        gateway.wait_ready(Duration::from_secs(30)).await;
+        gateways.push(gateway);
     }
     let ctl = cluster.client().await;
     cluster.wait_healthy(&ctl, Duration::from_secs(60)).await;
@@ -814,6 +821,18 @@ async fn fault_run(plan: Plan) -> usize {
             println!("gateway: {line}");
         }
     }
+    // The run took the batched path: the gateways running at its end
+    // committed (and had refused) atomic batches.
+    let mut batches = BTreeMap::new();
+    for gateway in &gateways {
+        let http = common::Http::of(gateway).await;
+        for outcome in ["committed", "refused", "unanswered"] {
+            let series = format!("dagnats_store_batches_total{{outcome=\"{outcome}\"}}");
+            *batches.entry(outcome).or_insert(0) += http.metric(&series).await;
+        }
+    }
+    println!("atomic batches of the gateways running at the end: {batches:?}");
+    assert!(batches["committed"] > 0, "no publish went in a batch");
     violations.len()
 }
 

@@ -166,7 +166,7 @@ async fn readyz_agrees_with_cluster_when_the_stream_has_no_leader() {
         "{}",
         ready.body
     );
-    let text = metrics(&http).await;
+    let text = http.metrics().await;
     assert!(
         text.contains("dagnats_stream_has_leader 0"),
         "/metrics agrees"
@@ -184,9 +184,9 @@ async fn readyz_agrees_with_cluster_when_the_stream_has_no_leader() {
     .await;
     let view = http.get("/v1/cluster").await.body;
     assert!(view["stream"]["leader"].is_string(), "{view}");
-    assert!(metrics(&http).await.contains("dagnats_stream_has_leader 1"));
+    assert!(http.metrics().await.contains("dagnats_stream_has_leader 1"));
     eventually("every replica current", Duration::from_secs(30), || async {
-        let text = metrics(&http).await;
+        let text = http.metrics().await;
         ["n1", "n2", "n3"]
             .iter()
             .all(|n| {
@@ -197,17 +197,6 @@ async fn readyz_agrees_with_cluster_when_the_stream_has_no_leader() {
             .then_some(())
     })
     .await;
-}
-
-/// The Prometheus text of `/metrics`.
-async fn metrics(http: &Http) -> String {
-    let resp = http
-        .request(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    resp.text().await.unwrap()
 }
 
 #[tokio::test]

@@ -99,6 +99,12 @@ pub const HEADER_KV_OPERATION: &str = "KV-Operation";
 /// With `sub`, a write replaces every earlier message of its key.
 pub const HEADER_ROLLUP: &str = "Nats-Rollup";
 
+/// Atomic batch publish (nats-server 2.12+, ADR-50): the batch a message
+/// belongs to, its place in it from 1, and, on the last one, `1` to commit.
+pub const HEADER_BATCH_ID: &str = "Nats-Batch-Id";
+pub const HEADER_BATCH_SEQUENCE: &str = "Nats-Batch-Sequence";
+pub const HEADER_BATCH_COMMIT: &str = "Nats-Batch-Commit";
+
 /// The inbox of `holder` for requests about `key`.
 pub fn inbox_subject(holder: &str, key: &str) -> String {
     format!("{INBOX_PREFIX}.{holder}.{key}")

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::jsapi::{ApiError, Failure, JetStream, NO_JETSTREAM, api_subject, code};
+use super::publisher::{Publish, Publisher};
 use crate::core::ports::{StoreError, Write};
 use async_nats::{HeaderMap, HeaderName, Subject};
 use base64::Engine;
@@ -66,6 +67,8 @@ type ReadOutcome = Result<(u64, Option<Entry>), StoreError>;
 /// A handle on the bucket.
 pub(super) struct Bucket {
     jetstream: JetStream,
+    /// Writes and read barriers.
+    publisher: Publisher,
     /// `STREAM.MSG.GET` and `STREAM.INFO` of the bucket's stream.
     msg_get: Subject,
     stream_info: Subject,
@@ -120,11 +123,13 @@ struct StoredMessage {
 impl Bucket {
     pub(super) fn new(
         jetstream: JetStream,
+        publisher: Publisher,
         highest_seen: Arc<AtomicU64>,
         confirm_reads: bool,
     ) -> Self {
         Bucket {
             jetstream,
+            publisher,
             msg_get: api_subject(&format!("STREAM.MSG.GET.{STREAM}")),
             stream_info: api_subject(&format!("STREAM.INFO.{STREAM}")),
             highest_seen,
@@ -196,9 +201,15 @@ impl Bucket {
             let mut headers = HeaderMap::new();
             headers.insert(EXPECTED_SEQ, seq.to_string().as_str());
             headers.insert(EXPECTED_SEQ_SUBJECT, key_subject(key).as_str());
+            let barrier = Publish {
+                subject: Subject::from_static(READ_BARRIER_SUBJECT),
+                checks: key_subject(key),
+                headers,
+                body: Bytes::new(),
+            };
             let reply = self
-                .jetstream
-                .request(READ_BARRIER_SUBJECT, headers, Bytes::new())
+                .publisher
+                .publish(barrier)
                 .await
                 // A node that stopped leading no longer listens: no leader here.
                 .map_err(|err| or_missing(err, StoreError::Unavailable(NO_LEADER.into())))?;
@@ -332,9 +343,16 @@ impl Bucket {
         if let Some(holder) = write.previous_holder {
             headers.insert(PREVIOUS_HOLDER, holder);
         }
+        let subject = key_subject(key);
+        let publish = Publish {
+            subject: Subject::from(subject.clone()),
+            checks: subject,
+            headers,
+            body: write.body.into(),
+        };
         let reply = self
-            .jetstream
-            .request(key_subject(key), headers, write.body.into())
+            .publisher
+            .publish(publish)
             .await
             // Nothing listens on the key subject: no stream captures it.
             .map_err(|err| or_missing(err, StoreError::BucketMissing))?;

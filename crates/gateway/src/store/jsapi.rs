@@ -46,7 +46,7 @@ pub(super) struct ApiError {
 }
 
 /// A request that got no usable answer.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) enum Failure {
     /// Nothing listens on the subject.
     NoResponders,
@@ -88,6 +88,25 @@ impl JetStream {
             }),
             Ok(Ok(msg)) => Ok(msg.payload),
         }
+    }
+
+    /// Publishes `messages` in order without asking for replies, then
+    /// `last` as a request, and returns its reply body, within [`TIMEOUT`]:
+    /// an atomic batch whose commit message is `last`. One connection
+    /// keeps their order, so the server sees the batch as sent.
+    pub(super) async fn publish_then_request(
+        &self,
+        messages: Vec<(Subject, HeaderMap, Bytes)>,
+        last: (Subject, HeaderMap, Bytes),
+    ) -> Result<Bytes, Failure> {
+        for (subject, headers, body) in messages {
+            self.client
+                .publish_with_headers(subject, headers, body)
+                .await
+                .map_err(|err| Failure::Failed(format!("NATS publish: {err}")))?;
+        }
+        let (subject, headers, body) = last;
+        self.request(subject, headers, body).await
     }
 
     /// `$JS.API.<op>` with a JSON body, and its JSON reply (which may carry

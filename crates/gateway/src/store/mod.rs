@@ -11,6 +11,7 @@
 mod bucket;
 mod jsapi;
 mod provision;
+mod publisher;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +29,7 @@ use dagnats_leases_wire::record::Entry;
 use jsapi::JetStream;
 use provision::Provisioned;
 pub(crate) use provision::{BucketSettings, Refusal};
+use publisher::Publisher;
 
 /// What the provisioner last found: a bucket handle while it is ready.
 #[derive(Clone)]
@@ -171,10 +173,22 @@ pub(crate) async fn keep_provisioned(
             Provisioned::Unavailable("not connected to NATS".into())
         };
         let (availability, wait, note) = match outcome {
-            Provisioned::Ready { replicas } => {
+            Provisioned::Ready { replicas, batches } => {
                 retry = RETRY_MIN;
                 (scale, served) = (false, true);
-                let bucket = Bucket::new(jetstream.clone(), p.highest_seen.clone(), replicas > 1);
+                // A single replica stages each batch in files of its own:
+                // batching pays only where a publish is a raft proposal.
+                let publisher = Publisher::new(
+                    jetstream.clone(),
+                    batches && replicas > 1,
+                    p.settings.publishes_in_flight,
+                );
+                let bucket = Bucket::new(
+                    jetstream.clone(),
+                    publisher,
+                    p.highest_seen.clone(),
+                    replicas > 1,
+                );
                 (
                     State::Ready(Arc::new(bucket)),
                     recheck,

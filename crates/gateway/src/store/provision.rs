@@ -24,6 +24,9 @@ use dagnats_leases_wire::names::{BUCKET, CHANGED_PREFIX, KEY_SUBJECTS, STREAM};
 /// First server version with per-message TTL.
 pub(crate) const MIN_SERVER_VERSION: (u64, u64) = (2, 11);
 
+/// First server version with atomic batch publish (ADR-50).
+const ATOMIC_BATCH_VERSION: (u64, u64) = (2, 12);
+
 /// What the bucket must look like.
 #[derive(Debug, Clone)]
 pub(crate) struct BucketSettings {
@@ -34,13 +37,17 @@ pub(crate) struct BucketSettings {
     pub(crate) marker_ttl: Duration,
     /// How often a ready bucket is checked again.
     pub(crate) recheck: Duration,
+    /// Publishes awaiting their answer before the next ones are coalesced
+    /// into atomic batches (`store::publisher`).
+    pub(crate) publishes_in_flight: usize,
 }
 
 /// Where provisioning got to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Provisioned {
-    /// The bucket exists with the settings leases need, at `replicas`.
-    Ready { replicas: u64 },
+    /// The bucket exists with the settings leases need, at `replicas`;
+    /// `batches` when it takes atomic batches.
+    Ready { replicas: u64, batches: bool },
     /// The server is older than 2.11: no bucket is created.
     Unsupported { server_version: String },
     /// JetStream cannot be reached; try again later.
@@ -97,6 +104,7 @@ fn required_config(
     settings: &BucketSettings,
     first_seq: u64,
     scale: bool,
+    atomic: bool,
 ) -> Value {
     let creating = base.get("name").is_none();
     let fields = json!({
@@ -116,6 +124,10 @@ fn required_config(
     let object = base.as_object_mut().expect("stream config is an object");
     for (name, value) in fields.as_object().expect("literal object") {
         object.insert(name.clone(), value.clone());
+    }
+    // Left alone on an older server, which knows no such setting.
+    if atomic {
+        object.insert("allow_atomic".into(), json!(true));
     }
     if let Some(replicas) = settings.replicas.filter(|_| scale) {
         object.insert("num_replicas".into(), json!(replicas));
@@ -185,10 +197,10 @@ pub(super) async fn provision(
     first_seq: u64,
     scale: bool,
 ) -> Result<Provisioned, Refusal> {
-    match parse_version(&server_version) {
-        Some(version) if version >= MIN_SERVER_VERSION => {}
+    let atomic = match parse_version(&server_version) {
+        Some(version) if version >= MIN_SERVER_VERSION => version >= ATOMIC_BATCH_VERSION,
         _ => return Ok(Provisioned::Unsupported { server_version }),
-    }
+    };
     let unavailable = |reason: String| Ok(Provisioned::Unavailable(reason));
     // Two passes: a stream created by another gateway between our info and
     // create calls is read and checked on the second.
@@ -201,12 +213,15 @@ pub(super) async fn provision(
             Err(reason) => return unavailable(reason),
         };
         match err_code(&info) {
-            None => return update(jetstream, settings, info["config"].clone(), scale).await,
+            None => {
+                let existing = info["config"].clone();
+                return update(jetstream, settings, existing, scale, atomic).await;
+            }
             Some(code::STREAM_NOT_FOUND) => {}
             Some(_) => return unavailable(describe(&info)),
         }
-        let config = required_config(json!({}), settings, first_seq, true);
-        let replicas = replicas(&config);
+        let config = required_config(json!({}), settings, first_seq, true, atomic);
+        let ready = ready(&config);
         let created = match jetstream
             .api(&format!("STREAM.CREATE.{STREAM}"), &config)
             .await
@@ -217,7 +232,7 @@ pub(super) async fn provision(
         match err_code(&created) {
             None => {
                 tracing::info!(stream = STREAM, "created the leases bucket");
-                return Ok(Provisioned::Ready { replicas });
+                return Ok(ready);
             }
             Some(code::STREAM_NAME_IN_USE) => continue,
             Some(_) => return unavailable(format!("creating {STREAM}: {}", describe(&created))),
@@ -231,10 +246,11 @@ async fn update(
     settings: &BucketSettings,
     existing: Value,
     scale: bool,
+    atomic: bool,
 ) -> Result<Provisioned, Refusal> {
     check_immutable(&existing)?;
-    let kept = required_config(existing.clone(), settings, 0, false);
-    let wanted = required_config(existing.clone(), settings, 0, scale);
+    let kept = required_config(existing.clone(), settings, 0, false, atomic);
+    let wanted = required_config(existing.clone(), settings, 0, scale, atomic);
     if wanted != kept {
         match send_update(jetstream, &wanted).await {
             Ok(()) => {
@@ -244,9 +260,7 @@ async fn update(
                     to = replicas(&wanted),
                     "scaled the leases bucket"
                 );
-                return Ok(Provisioned::Ready {
-                    replicas: replicas(&wanted),
-                });
+                return Ok(ready(&wanted));
             }
             Err(UpdateFailed::Unreachable(reason)) => return Ok(Provisioned::Unavailable(reason)),
             // Serving at the replicas it has beats not serving.
@@ -258,9 +272,7 @@ async fn update(
             ),
         }
     }
-    let ready = Provisioned::Ready {
-        replicas: replicas(&kept),
-    };
+    let ready = ready(&kept);
     if kept == existing {
         return Ok(ready);
     }
@@ -310,6 +322,14 @@ async fn send_update(jetstream: &JetStream, config: &Value) -> Result<(), Update
     }
 }
 
+/// What a bucket with `config` serves as.
+fn ready(config: &Value) -> Provisioned {
+    Provisioned::Ready {
+        replicas: replicas(config),
+        batches: config["allow_atomic"] == json!(true),
+    }
+}
+
 /// A stream config's replicas (the server's default, 1, when absent).
 fn replicas(config: &Value) -> u64 {
     config["num_replicas"].as_u64().unwrap_or(1)
@@ -352,12 +372,14 @@ mod tests {
             replicas: None,
             marker_ttl: Duration::from_secs(5),
             recheck: Duration::from_secs(10),
+            publishes_in_flight: 4,
         };
-        let created = required_config(json!({}), &settings, 0, true);
+        let created = required_config(json!({}), &settings, 0, true, true);
         assert_eq!(
-            required_config(created.clone(), &settings, 0, true),
+            required_config(created.clone(), &settings, 0, true, true),
             created
         );
+        assert_eq!(created["allow_atomic"], json!(true));
         assert_eq!(created["num_replicas"], json!(1));
         assert_eq!(
             created["republish"]["dest"],
@@ -375,19 +397,41 @@ mod replicas_tests {
             replicas: Some(replicas),
             marker_ttl: Duration::from_secs(5),
             recheck: Duration::from_secs(10),
+            publishes_in_flight: 4,
         }
     }
 
     #[test]
     fn an_existing_stream_is_scaled_only_on_the_pass_that_may_scale() {
-        let existing = required_config(json!({}), &settings(3), 0, true);
+        let existing = required_config(json!({}), &settings(3), 0, true, true);
         assert_eq!(existing["num_replicas"], json!(3));
-        let later = required_config(existing.clone(), &settings(1), 0, false);
+        let later = required_config(existing.clone(), &settings(1), 0, false, true);
         assert_eq!(
             later, existing,
             "a later check leaves the replicas as they are"
         );
-        let starting = required_config(existing, &settings(1), 0, true);
+        let starting = required_config(existing, &settings(1), 0, true, true);
         assert_eq!(starting["num_replicas"], json!(1));
+    }
+
+    #[test]
+    fn atomic_batches_are_enabled_only_where_the_server_has_them() {
+        let older = required_config(json!({}), &settings(3), 0, true, false);
+        assert_eq!(older.get("allow_atomic"), None);
+        assert_eq!(
+            ready(&older),
+            Provisioned::Ready {
+                replicas: 3,
+                batches: false
+            }
+        );
+        let newer = required_config(older, &settings(3), 0, false, true);
+        assert_eq!(
+            ready(&newer),
+            Provisioned::Ready {
+                replicas: 3,
+                batches: true
+            }
+        );
     }
 }

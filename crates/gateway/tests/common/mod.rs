@@ -190,6 +190,28 @@ impl Http {
         }
     }
 
+    /// The Prometheus text of `/metrics`.
+    pub async fn metrics(&self) -> String {
+        let resp = self
+            .request(reqwest::Method::GET, "/metrics")
+            .send()
+            .await
+            .expect("/metrics answers");
+        assert_eq!(resp.status(), 200);
+        resp.text().await.expect("/metrics is text")
+    }
+
+    /// The value of one series of `/metrics`, such as
+    /// `dagnats_store_batches_total{outcome="committed"}` (0 if absent).
+    pub async fn metric(&self, series: &str) -> u64 {
+        let prefix = format!("{series} ");
+        self.metrics()
+            .await
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix)?.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// A request to `path`, with the token if any.
     pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let req = self.client.request(method, format!("{}{path}", self.base));
