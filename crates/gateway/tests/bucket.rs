@@ -28,6 +28,8 @@ async fn bucket_is_provisioned_as_the_contract_says() {
     assert_eq!(config["storage"], "file");
     assert_eq!(config["max_age"], 0);
     assert_eq!(config["allow_rollup_hdrs"], true);
+    // nats-server 2.12+ (the tests run 2.15): writes may share atomic batches.
+    assert_eq!(config["allow_atomic"], true);
 }
 
 async fn create_stream(client: &async_nats::Client, config: Value) {
