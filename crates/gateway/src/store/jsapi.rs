@@ -54,6 +54,16 @@ pub(super) enum Failure {
     Failed(String),
 }
 
+impl Failure {
+    /// No answer within [`TIMEOUT`].
+    pub(super) fn timed_out() -> Self {
+        Failure::Failed(format!(
+            "JetStream did not answer within {} ms",
+            TIMEOUT.as_millis()
+        ))
+    }
+}
+
 /// The JetStream requester; cheap to clone.
 #[derive(Clone)]
 pub(super) struct JetStream {
@@ -77,10 +87,7 @@ impl JetStream {
         }
         let call = self.client.request_with_headers(subject, headers, body);
         match tokio::time::timeout(TIMEOUT, call).await {
-            Err(_) => Err(Failure::Failed(format!(
-                "JetStream did not answer within {} ms",
-                TIMEOUT.as_millis()
-            ))),
+            Err(_) => Err(Failure::timed_out()),
             Ok(Err(err)) => Err(match err.kind() {
                 RequestErrorKind::NoResponders => Failure::NoResponders,
                 RequestErrorKind::TimedOut => Failure::Failed("JetStream request timed out".into()),

@@ -28,7 +28,7 @@ use dagnats_leases_wire::names::{
 use serde::Deserialize;
 use tokio::sync::oneshot;
 
-use super::jsapi::{ApiError, Failure, JetStream};
+use super::jsapi::{ApiError, Failure, JetStream, TIMEOUT};
 
 /// The most messages one batch carries (the server's limit is 1,000).
 const MAX_BATCH: usize = 128;
@@ -172,11 +172,16 @@ impl Coalescer {
                 let _slot = Slot(self.clone());
                 send_one(&self.jetstream, publish).await
             }
-            Turn::Queued(answered) => answered.await.unwrap_or_else(|_| {
-                Err(Failure::Failed(
+            // Bounded like a lone publish, waiting included, so a call
+            // queued behind a stuck one still answers before its client's
+            // timeout; given up, it is no longer sent if still waiting.
+            Turn::Queued(answered) => match tokio::time::timeout(TIMEOUT, answered).await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(_)) => Err(Failure::Failed(
                     "the publish was dropped before it was sent".into(),
-                ))
-            }),
+                )),
+                Err(_) => Err(Failure::timed_out()),
+            },
         }
     }
 
@@ -277,22 +282,31 @@ mod tests {
         (Waiting { publish, answer }, answered)
     }
 
+    /// A queue with its one slot taken and a publish waiting per key, and
+    /// the receivers that keep those callers waiting.
+    fn queued<K: AsRef<str>>(
+        keys: impl IntoIterator<Item = K>,
+    ) -> (Queue, Vec<oneshot::Receiver<Result<Bytes, Failure>>>) {
+        let mut queue = Queue {
+            sending: 1,
+            ..Queue::default()
+        };
+        let mut kept = Vec::new();
+        for key in keys {
+            let (w, rx) = waiting(key.as_ref());
+            queue.waiting.push_back(w);
+            kept.push(rx);
+        }
+        (queue, kept)
+    }
+
     fn checks(group: &[Waiting]) -> Vec<&str> {
         group.iter().map(|w| w.publish.checks.as_str()).collect()
     }
 
     #[test]
     fn a_group_checks_each_key_once_and_keeps_the_order_of_the_rest() {
-        let mut queue = Queue {
-            sending: 1,
-            ..Queue::default()
-        };
-        let mut kept = Vec::new();
-        for key in ["a", "b", "a", "c", "b", "a"] {
-            let (w, rx) = waiting(key);
-            queue.waiting.push_back(w);
-            kept.push(rx);
-        }
+        let (mut queue, _kept) = queued(["a", "b", "a", "c", "b", "a"]);
         let first = queue.next_or_free().expect("a group");
         assert_eq!(checks(&first), ["a", "b", "c"]);
         let second = queue.next_or_free().expect("a group");
@@ -305,36 +319,22 @@ mod tests {
 
     #[test]
     fn callers_that_gave_up_are_not_sent_for() {
-        let mut queue = Queue {
-            sending: 1,
-            ..Queue::default()
-        };
-        let (gone, rx) = waiting("a");
-        drop(rx);
-        let (kept, _rx) = waiting("b");
-        queue.waiting.extend([gone, kept]);
+        let (mut queue, mut kept) = queued(["a", "b"]);
+        drop(kept.remove(0));
         assert_eq!(checks(&queue.next_or_free().expect("a group")), ["b"]);
     }
 
     #[test]
     fn a_group_is_at_most_a_batch() {
-        let mut queue = Queue {
-            sending: 1,
-            ..Queue::default()
-        };
-        let mut kept = Vec::new();
-        for i in 0..MAX_BATCH + 3 {
-            let (w, rx) = waiting(&format!("k{i}"));
-            queue.waiting.push_back(w);
-            kept.push(rx);
-        }
+        let (mut queue, _kept) = queued((0..MAX_BATCH + 3).map(|i| format!("k{i}")));
         assert_eq!(queue.next_or_free().expect("a group").len(), MAX_BATCH);
         assert_eq!(queue.next_or_free().expect("a group").len(), 3);
     }
 
-    /// Against a real three-node cluster: an R3 stream that takes atomic
-    /// batches, and a publisher that batches whatever waits.
-    mod on_a_cluster {
+    /// Against real nats-server processes: a three-node cluster with an R3
+    /// stream that takes atomic batches, and a publisher that batches
+    /// whatever waits.
+    mod on_nats_servers {
         use super::*;
         use dagnats_leases_testkit::Cluster;
         use serde_json::{Value, json};
@@ -466,6 +466,33 @@ mod tests {
                 .await
                 .expect("read");
             assert_eq!(b["message"]["seq"], seqs[1], "b is unchanged: {b}");
+        }
+
+        #[tokio::test]
+        async fn a_publish_queued_behind_a_stuck_one_answers_within_the_store_timeout() {
+            let server = dagnats_leases_testkit::NatsServer::start().await;
+            let client = async_nats::connect(&server.url).await.expect("connect");
+            // Takes publishes and never answers, like a leader that stopped.
+            let _stuck = client.subscribe("stuck.>").await.expect("subscribe");
+            client.flush().await.expect("flush");
+            let publisher = Publisher::new(JetStream::new(client), true, 1);
+            let queued = |key: &str| Publish {
+                subject: Subject::from(format!("stuck.{key}")),
+                checks: key.into(),
+                headers: HeaderMap::new(),
+                body: Bytes::new(),
+            };
+            let started = Instant::now();
+            let (first, behind) = futures::join!(
+                publisher.publish(queued("a")),
+                publisher.publish(queued("b"))
+            );
+            let waited = started.elapsed();
+            assert!(matches!(first, Err(Failure::Failed(_))), "{first:?}");
+            assert!(matches!(behind, Err(Failure::Failed(_))), "{behind:?}");
+            // Not the 8 s of waiting out the first and then its own send:
+            // a client's usual 5 s timeout still hears why.
+            assert!(waited < Duration::from_secs(5), "answered after {waited:?}");
         }
     }
 }
