@@ -92,6 +92,11 @@ struct Recorder {
     /// Change events as they arrived (at most once): the server's own
     /// order of writes and expiry markers, for investigating a violation.
     events: Mutex<Vec<String>>,
+    /// When each call that got no answer within [`CALL_TIMEOUT`] started,
+    /// and the node its client was on then.
+    unanswered: Mutex<Vec<(Duration, String)>>,
+    /// Atomic batches of the gateways stopped so far, by outcome.
+    batches: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl Recorder {
@@ -101,6 +106,23 @@ impl Recorder {
 
     fn record(&self, op: Op) {
         self.ops.lock().unwrap().push(op);
+    }
+
+    /// `api.leases.<op>`, tallied; a call left unanswered is kept with
+    /// the node its client was connected to when it asked.
+    async fn request(
+        &self,
+        client: &async_nats::Client,
+        op: &str,
+        body: Value,
+    ) -> Result<Value, String> {
+        let (start, node) = (self.now(), client.server_info().server_name);
+        let reply = request(client, op, body).await;
+        if matches!(&reply, Err(why) if why == "timeout") {
+            self.unanswered.lock().unwrap().push((start, node));
+        }
+        self.tally(op, &reply);
+        reply
     }
 
     /// Tallies a reply by its outcome label, keeping `internal` sentences.
@@ -254,8 +276,7 @@ impl Holder {
             asked.insert(key.clone(), start);
             let wall = time::OffsetDateTime::now_utc();
             let body = json!({"key": key, "holder": self.name, "ttl_ms": TTL.as_millis() as u64});
-            let reply = request(&self.client, "acquire", body).await;
-            self.rec.tally("acquire", &reply);
+            let reply = self.rec.request(&self.client, "acquire", body).await;
             let end = self.rec.now();
             let outcome = match &reply {
                 Ok(v) if v["granted"] == true => granted(v, wall),
@@ -326,8 +347,7 @@ impl Holder {
             let wall = time::OffsetDateTime::now_utc();
             let body = json!({"key": key, "holder": self.name, "revision": revision,
                               "ttl_ms": TTL.as_millis() as u64});
-            let reply = request(&self.client, "renew", body).await;
-            self.rec.tally("renew", &reply);
+            let reply = self.rec.request(&self.client, "renew", body).await;
             let outcome = match &reply {
                 Ok(v) if v["granted"] == true => granted(v, wall),
                 Ok(v) if v["kind"] == "lost" => Outcome::Lost,
@@ -381,8 +401,7 @@ impl Holder {
         let wall = time::OffsetDateTime::now_utc();
         let body = json!({"key": key, "holder": self.name, "revision": revision, "to": to,
                           "ttl_ms": TTL.as_millis() as u64});
-        let reply = request(&self.client, "transfer", body).await;
-        self.rec.tally("transfer", &reply);
+        let reply = self.rec.request(&self.client, "transfer", body).await;
         let outcome = match &reply {
             Ok(v) if v["granted"] == true => granted(v, wall),
             Ok(v) if v["kind"] == "lost" => Outcome::Lost,
@@ -414,8 +433,7 @@ impl Holder {
     async fn release(&self, key: &str, revision: u64) {
         let start = self.rec.now();
         let body = json!({"key": key, "holder": self.name, "revision": revision});
-        let reply = request(&self.client, "release", body).await;
-        self.rec.tally("release", &reply);
+        let reply = self.rec.request(&self.client, "release", body).await;
         let outcome = match &reply {
             Ok(v) if v["released"] == true => Outcome::Released {
                 revision: v["revision"].as_u64().unwrap(),
@@ -453,8 +471,7 @@ async fn read(
 
 async fn read_owner(client: &async_nats::Client, rec: &Recorder, key: &str) {
     let start = rec.now();
-    let reply = request(client, "owner", json!({"key": key})).await;
-    rec.tally("owner", &reply);
+    let reply = rec.request(client, "owner", json!({"key": key})).await;
     let outcome = match &reply {
         Ok(v) if v["held"] == true => Outcome::Held {
             holder: v["holder"].as_str().unwrap().into(),
@@ -482,8 +499,7 @@ async fn forward(
     while rec.now() < until {
         let key = &keys[rng.below(keys.len())];
         let body = json!({"key": key, "payload": "cGluZw==", "timeout_ms": 1000});
-        let reply = request(&client, "forward", body).await;
-        rec.tally("forward", &reply);
+        let _ = rec.request(&client, "forward", body).await;
         tokio::time::sleep(rng.millis(50, 250)).await;
     }
 }
@@ -514,9 +530,11 @@ async fn watch_events(client: async_nats::Client, rec: Arc<Recorder>) {
 /// A fault the run injected, and when.
 #[derive(Debug)]
 enum Fault {
+    /// `elected`: when the other nodes reported a new stream leader.
     KillLeader {
         node: String,
         at: Duration,
+        elected: Option<Duration>,
     },
     PauseNode {
         node: String,
@@ -528,13 +546,15 @@ enum Fault {
         at: Duration,
     },
     /// Cut off from its peers (and, `isolated`, from its clients) from
-    /// `at` for `lasted`, then healed.
+    /// `at` for `lasted`, then healed; `elected` as for a kill, when it
+    /// led.
     Partition {
         node: String,
         leader: bool,
         isolated: bool,
         at: Duration,
         lasted: Duration,
+        elected: Option<Duration>,
     },
 }
 
@@ -564,6 +584,19 @@ impl Fault {
         }
     }
 
+    /// The node whose own clients lost it: killed, or cut off from them.
+    fn node_cut_from_clients(&self) -> Option<&str> {
+        match self {
+            Fault::KillLeader { node, .. }
+            | Fault::Partition {
+                node,
+                isolated: true,
+                ..
+            } => Some(node),
+            _ => None,
+        }
+    }
+
     fn at(&self) -> Duration {
         match self {
             Fault::KillLeader { at, .. }
@@ -583,6 +616,42 @@ impl Fault {
             Fault::Partition { leader: false, .. } => "follower partitions",
         }
     }
+}
+
+/// How long after a fault the other nodes may take to elect a new leader
+/// before the run stops watching: past raft's 9 s maximum election timeout.
+const ELECTION_WATCH: Duration = Duration::from_secs(30);
+
+/// Watches, through a node other than `old`, for the bucket's stream to
+/// report a leader (only the leader answers `STREAM.INFO`), other than
+/// `old` unless `old` may lead again (a killed leader restarts and may win
+/// the election); when it does, on the clock started at `t0`. Reads
+/// `STREAM.INFO` every 100 ms, each given 500 ms.
+async fn watch_election(
+    cluster: &Cluster,
+    old: usize,
+    old_may_lead: bool,
+    t0: Instant,
+) -> tokio::task::JoinHandle<Option<Duration>> {
+    let old_name = cluster.nodes[old].name.clone();
+    let other = &cluster.nodes[(old + 1) % cluster.nodes.len()];
+    let client = common::client(&other.url).await;
+    tokio::spawn(async move {
+        let deadline = Instant::now() + ELECTION_WATCH;
+        while Instant::now() < deadline {
+            let info = client.request("$JS.API.STREAM.INFO.KV_leases", "".into());
+            if let Ok(Ok(reply)) = tokio::time::timeout(Duration::from_millis(500), info).await
+                && let Ok(info) = serde_json::from_slice::<Value>(&reply.payload)
+                && info["cluster"]["leader"]
+                    .as_str()
+                    .is_some_and(|leader| old_may_lead || leader != old_name)
+            {
+                return Some(t0.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        None
+    })
 }
 
 /// Injects faults until `until`, healing each (restart, SIGCONT, links
@@ -613,14 +682,16 @@ async fn inject(
                 let Some(leader) = cluster.stream_leader(&ctl).await else {
                     continue;
                 };
-                let node = &mut cluster.nodes[leader];
-                node.kill();
-                faults.push(Fault::KillLeader {
-                    node: node.name.clone(),
-                    at: rec.now(),
-                });
+                let at = rec.now();
+                cluster.nodes[leader].kill();
+                let election = watch_election(cluster, leader, true, rec.t0).await;
                 tokio::time::sleep(rng.millis(1000, 3000)).await;
-                node.restart().await;
+                cluster.nodes[leader].restart().await;
+                faults.push(Fault::KillLeader {
+                    node: cluster.nodes[leader].name.clone(),
+                    at,
+                    elected: election.await.unwrap(),
+                });
             }
             1 => {
                 let leader = cluster.stream_leader(&ctl).await;
@@ -661,19 +732,29 @@ async fn inject(
                 } else {
                     cluster.partition(index);
                 }
+                let election = match leader == Some(index) {
+                    true => Some(watch_election(cluster, index, false, rec.t0).await),
+                    false => None,
+                };
                 let lasted = rng.millis(6000, 16000);
                 tokio::time::sleep(lasted).await;
                 cluster.heal(index);
+                let elected = match election {
+                    Some(election) => election.await.unwrap(),
+                    None => None,
+                };
                 faults.push(Fault::Partition {
                     node: cluster.nodes[index].name.clone(),
                     leader: Some(index) == leader,
                     isolated,
                     at,
                     lasted,
+                    elected,
                 });
             }
             _ => {
                 let index = rng.below(gateways.len());
+                count_batches(&gateways[index], rec).await;
                 let new = Gateway::spawn(&cluster.urls(), GATEWAY_ARGS, &[]);
                 logs.push(std::mem::replace(&mut gateways[index], new).log.clone());
                 faults.push(Fault::RestartGateway {
@@ -732,6 +813,8 @@ async fn fault_run(plan: Plan) -> usize {
         outcomes: Mutex::default(),
         internal: Mutex::default(),
         events: Mutex::default(),
+        unanswered: Mutex::default(),
+        batches: Mutex::default(),
     });
     let until = plan.length;
     let keys: Vec<String> = (0..plan.keys).map(|i| format!("shard-{i}")).collect();
@@ -821,19 +904,28 @@ async fn fault_run(plan: Plan) -> usize {
             println!("gateway: {line}");
         }
     }
-    // The run took the batched path: the gateways running at its end
-    // committed (and had refused) atomic batches.
-    let mut batches = BTreeMap::new();
+    // The run took the batched path: atomic batches were sent, committed
+    // (each message told its revision) or refused (each sent again alone).
     for gateway in &gateways {
-        let http = common::Http::of(gateway).await;
-        for outcome in ["committed", "refused", "unanswered"] {
-            let series = format!("dagnats_store_batches_total{{outcome=\"{outcome}\"}}");
-            *batches.entry(outcome).or_insert(0) += http.metric(&series).await;
-        }
+        count_batches(gateway, &rec).await;
     }
-    println!("atomic batches of the gateways running at the end: {batches:?}");
-    assert!(batches["committed"] > 0, "no publish went in a batch");
+    let batches = rec.batches.lock().unwrap().clone();
+    println!("atomic batches of every gateway of the run: {batches:?}");
+    assert!(
+        batches["committed"] + batches["refused"] > 0,
+        "no publish went in a batch"
+    );
     violations.len()
+}
+
+/// Adds `gateway`'s atomic batches so far to the run's, by outcome.
+async fn count_batches(gateway: &Gateway, rec: &Recorder) {
+    let http = common::Http::of(gateway).await;
+    for outcome in ["committed", "refused", "unanswered"] {
+        let series = format!("dagnats_store_batches_total{{outcome=\"{outcome}\"}}");
+        let n = http.metric(&series).await;
+        *rec.batches.lock().unwrap().entry(outcome).or_default() += n;
+    }
 }
 
 /// Where a run's files go: `target/fault-runs/<seed>/` in the workspace's
@@ -1062,28 +1154,67 @@ fn report(
     let mut longest = Some(Duration::ZERO);
     // The same after a leader partition; `None` here means there was none.
     let mut longest_cut: Option<Option<Duration>> = None;
-    for fault in faults {
+    // Served again after the new leader was reported, by fault kind.
+    let mut after_election: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let unanswered = rec.unanswered.lock().unwrap().clone();
+    for (i, fault) in faults.iter().enumerate() {
+        let until = faults.get(i + 1).map_or(Duration::MAX, Fault::at);
+        // Calls whose client was on the node the fault hit (killed, or cut
+        // off from its clients) cannot be answered; the others must be.
+        let hit = fault.node_cut_from_clients();
+        let (on_it, elsewhere): (Vec<_>, Vec<_>) = unanswered
+            .iter()
+            .filter(|(t, _)| (fault.at()..until).contains(t))
+            .partition(|(_, node)| Some(node.as_str()) == hit);
+        let lost = match (on_it.len(), elsewhere.len()) {
+            (0, 0) => String::new(),
+            (cut, others) => format!(
+                "; unanswered within {} s: {others} from clients elsewhere, {cut} from its own",
+                CALL_TIMEOUT.as_secs()
+            ),
+        };
+        let mut elected = |back: Option<Duration>, at: Duration, elected: Option<Duration>| {
+            let Some(elected) = elected else {
+                return "; no new leader reported".to_string();
+            };
+            let to_leader = elected.saturating_sub(at);
+            let since = back.map(|b| (at + b).as_secs_f64() - elected.as_secs_f64());
+            let since = since.map_or("never".into(), |s| format!("{s:+.1} s"));
+            after_election
+                .entry(fault.kind())
+                .or_default()
+                .push(since.clone());
+            format!(
+                "; new leader after {:.1} s, served again {since} from then",
+                to_leader.as_secs_f64()
+            )
+        };
         match fault {
-            Fault::KillLeader { node, at } => {
+            Fault::KillLeader {
+                node,
+                at,
+                elected: new_leader,
+            } => {
                 let back = back_after(history, *at);
                 longest = longest.zip(back).map(|(a, b)| a.max(b));
                 println!(
-                    "  {:>6.1} s  kill -9 stream leader {node}, restarted; {}",
+                    "  {:>6.1} s  kill -9 stream leader {node}, restarted; {}{}{lost}",
                     at.as_secs_f64(),
-                    served_again(back)
+                    served_again(back),
+                    elected(back, *at, *new_leader)
                 );
             }
             Fault::PauseNode { node, leader, at } => {
                 let what = if *leader { "stream leader" } else { "follower" };
                 println!(
-                    "  {:>6.1} s  SIGSTOP {what} {node}, then SIGCONT; {}",
+                    "  {:>6.1} s  SIGSTOP {what} {node}, then SIGCONT; {}{lost}",
                     at.as_secs_f64(),
                     served_again(back_after(history, *at))
                 );
             }
             Fault::RestartGateway { index, at } => {
                 println!(
-                    "  {:>6.1} s  gateway {index} killed -9 and started again",
+                    "  {:>6.1} s  gateway {index} killed -9 and started again{lost}",
                     at.as_secs_f64()
                 );
             }
@@ -1093,6 +1224,7 @@ fn report(
                 isolated,
                 at,
                 lasted,
+                elected: new_leader,
             } => {
                 let what = if *leader { "stream leader" } else { "follower" };
                 let from = if *isolated {
@@ -1107,8 +1239,12 @@ fn report(
                         Some(longest) => longest.zip(back).map(|(a, b)| a.max(b)),
                     });
                 }
+                let election = match leader {
+                    true => elected(back, *at, *new_leader),
+                    false => String::new(),
+                };
                 println!(
-                    "  {:>6.1} s  {what} {node} cut off from its {from} for {:.1} s, then healed; {}",
+                    "  {:>6.1} s  {what} {node} cut off from its {from} for {:.1} s, then healed; {}{election}{lost}",
                     at.as_secs_f64(),
                     lasted.as_secs_f64(),
                     served_again(back)
@@ -1131,6 +1267,19 @@ fn report(
         Some(None) => println!("longest unavailability after a leader partition: not served again"),
         None => {}
     }
+    for (kind, since) in &after_election {
+        println!(
+            "served again after the new leader was reported, {kind}: {}",
+            since.join(", ")
+        );
+    }
+    let before = faults.first().map_or(Duration::MAX, Fault::at);
+    println!(
+        "calls unanswered within the client's {} s timeout: {} ({} before the first fault)",
+        CALL_TIMEOUT.as_secs(),
+        unanswered.len(),
+        unanswered.iter().filter(|(t, _)| *t < before).count()
+    );
     println!("violations: {}", violations.len());
     for v in violations.iter().take(20) {
         println!("  {v}");
