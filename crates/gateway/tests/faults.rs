@@ -89,6 +89,9 @@ struct Recorder {
     outcomes: Mutex<BTreeMap<String, usize>>,
     /// Error sentences of `internal` replies: each deserves a look.
     internal: Mutex<BTreeSet<String>>,
+    /// Why calls answered `unavailable` (digits masked), and how often:
+    /// where service time after a fault goes.
+    unavailable: Mutex<BTreeMap<String, usize>>,
     /// Change events as they arrived (at most once): the server's own
     /// order of writes and expiry markers, for investigating a violation.
     events: Mutex<Vec<String>>,
@@ -132,6 +135,16 @@ impl Recorder {
         {
             let sentence = format!("{op}: {}", v["error"]);
             self.internal.lock().unwrap().insert(sentence);
+        }
+        if let Ok(v) = reply
+            && v["kind"] == "unavailable"
+        {
+            let why = v["error"].as_str().unwrap_or_default();
+            let why: String = why
+                .chars()
+                .map(|c| if c.is_ascii_digit() { '#' } else { c })
+                .collect();
+            *self.unavailable.lock().unwrap().entry(why).or_default() += 1;
         }
         self.count(label(op, reply));
     }
@@ -812,6 +825,7 @@ async fn fault_run(plan: Plan) -> usize {
         ops: Mutex::default(),
         outcomes: Mutex::default(),
         internal: Mutex::default(),
+        unavailable: Mutex::default(),
         events: Mutex::default(),
         unanswered: Mutex::default(),
         batches: Mutex::default(),
@@ -1143,6 +1157,17 @@ fn report(
     println!("  forwards processed by owners: {processed}");
     for sentence in rec.internal.lock().unwrap().iter() {
         println!("  internal error: {sentence}");
+    }
+    let mut unavailable: Vec<_> = rec
+        .unavailable
+        .lock()
+        .unwrap()
+        .clone()
+        .into_iter()
+        .collect();
+    unavailable.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    for (why, n) in unavailable.iter().take(8) {
+        println!("  unavailable x{n}: {why}");
     }
     let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
     for fault in faults {

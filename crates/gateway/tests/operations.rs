@@ -134,3 +134,68 @@ async fn the_documented_permissions_let_a_gateway_and_a_holder_do_their_work() {
         .collect();
     assert!(refused.is_empty(), "{refused:#?}");
 }
+
+#[tokio::test]
+async fn a_gateway_that_served_keeps_answering_from_jetstream_while_its_bucket_check_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("nats.conf");
+    std::fs::write(&config, documented_authorization()).unwrap();
+    let server = NatsServer::start_with(ServerOptions {
+        extra_args: vec!["-c".into(), config.display().to_string()],
+        ..ServerOptions::default()
+    })
+    .await;
+    let gateway = Gateway::start_with(
+        &server.url,
+        &[],
+        &[
+            ("NATS_USER", "dagnats"),
+            ("NATS_PASSWORD", "gateway-secret"),
+            ("DAGNATS_BUCKET_RECHECK_MS", "200"),
+        ],
+    )
+    .await;
+    let holder = connect(&server.url, "notify", "holder-secret").await;
+    let (key, me) = ("notify-leader", "notify-7f3a");
+    let lease = call(&holder, "acquire", acquire(key, me, 30_000)).await;
+    assert_eq!(lease["granted"], true, "{lease}");
+
+    // The bucket check (STREAM.INFO) now goes unanswered, as while the
+    // stream elects a leader; reads and writes still reach JetStream.
+    let without_info = documented_authorization().replace("\"$JS.API.STREAM.INFO.KV_leases\",", "");
+    std::fs::write(&config, without_info).unwrap();
+    let reload = |server: &NatsServer| {
+        let hup = std::process::Command::new("kill")
+            .args(["-HUP", &server.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(hup.success());
+    };
+    reload(&server);
+    // The check's failure is logged once, as the state changes: its
+    // request goes unanswered.
+    gateway
+        .log
+        .wait_for(
+            "leases unavailable: JetStream did not answer STREAM.INFO",
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("the failed bucket check is logged");
+    let http = Http::of(&gateway).await;
+    assert_eq!(http.get("/readyz").await.status, 503);
+
+    let renewed = call(&holder, "renew", renew(key, me, &lease["revision"], 30_000)).await;
+    assert_eq!(renewed["granted"], true, "{renewed}");
+    assert!(renewed["revision"].as_u64() > lease["revision"].as_u64());
+    let owner = call(&holder, "owner", json!({"key": key})).await;
+    assert_eq!(owner["holder"], me, "{owner}");
+    assert_eq!(owner["revision"], renewed["revision"], "{owner}");
+
+    std::fs::write(&config, documented_authorization()).unwrap();
+    reload(&server);
+    common::eventually("ready again", Duration::from_secs(30), || async {
+        (http.get("/readyz").await.status == 200).then_some(())
+    })
+    .await;
+}

@@ -42,7 +42,10 @@ impl LeaseCore {
     /// Whether calls can be served now: `Ok`, or the error every call
     /// would answer (`unavailable` or `unsupported`).
     pub(crate) fn ready(&self) -> Result<(), LeaseError> {
-        self.bucket().map(|_| ())
+        match self.records.availability() {
+            Availability::Degraded(reason) => Err(unavailable(&reason)),
+            _ => self.bucket().map(|_| ()),
+        }
     }
 
     /// Learns from a change event that `key` is at `revision`: `lease` is
@@ -469,22 +472,18 @@ impl LeaseCore {
     /// The bucket, if calls can be served now.
     pub(super) fn bucket(&self) -> Result<&dyn Records, LeaseError> {
         match self.records.availability() {
-            Availability::Ready => Ok(&*self.records),
+            Availability::Ready | Availability::Degraded(_) => Ok(&*self.records),
             Availability::Unsupported { server_version } => {
                 Err(LeaseError::Unsupported { server_version })
             }
-            Availability::Unavailable(reason) => Err(LeaseError::Unavailable(format!(
-                "leases are unavailable: {reason}; retry later"
-            ))),
+            Availability::Unavailable(reason) => Err(unavailable(&reason)),
         }
     }
 
     /// The one translation of store failures into wire errors.
     pub(super) fn store_error(&self, err: StoreError) -> LeaseError {
         match err {
-            StoreError::Unavailable(reason) => {
-                LeaseError::Unavailable(format!("leases are unavailable: {reason}; retry later"))
-            }
+            StoreError::Unavailable(reason) => unavailable(&reason),
             StoreError::BucketMissing => {
                 self.records.request_repair();
                 LeaseError::Unavailable(
@@ -586,3 +585,8 @@ fn contention(key: &str) -> LeaseError {
 
 #[cfg(test)]
 mod tests;
+
+/// What a call answers while the bucket cannot serve, and why.
+fn unavailable(reason: &str) -> LeaseError {
+    LeaseError::Unavailable(format!("leases are unavailable: {reason}; retry later"))
+}

@@ -59,6 +59,10 @@ pub(crate) enum Availability {
     },
     /// JetStream cannot be reached or the bucket is not provisioned; why.
     Unavailable(String),
+    /// The bucket served, and its last check failed (no stream leader,
+    /// JetStream unreachable): not ready, why, yet calls are still tried,
+    /// so they are served again the moment JetStream answers them.
+    Degraded(String),
 }
 
 /// Why a [`Records`] call failed, in the core's terms.

@@ -55,12 +55,21 @@ pub(super) enum Failure {
 }
 
 impl Failure {
-    /// No answer within [`TIMEOUT`].
-    pub(super) fn timed_out() -> Self {
+    /// No answer to `what` within [`TIMEOUT`].
+    pub(super) fn timed_out(what: &str) -> Self {
         Failure::Failed(format!(
-            "JetStream did not answer within {} ms",
+            "JetStream did not answer {what} within {} ms",
             TIMEOUT.as_millis()
         ))
+    }
+}
+
+/// What a request to `subject` asks, for a sentence: the API call (such
+/// as `STREAM.MSG.GET`), or a publish.
+fn asked(subject: &str) -> &str {
+    match subject.strip_prefix("$JS.API.") {
+        Some(op) => op.rsplit_once('.').map_or(op, |(call, _stream)| call),
+        None => "a publish",
     }
 }
 
@@ -85,9 +94,12 @@ impl JetStream {
         if self.client.connection_state() != State::Connected {
             return Err(Failure::Failed("not connected to NATS".into()));
         }
-        let call = self.client.request_with_headers(subject, headers, body);
+        let subject = subject.to_subject();
+        let call = self
+            .client
+            .request_with_headers(subject.clone(), headers, body);
         match tokio::time::timeout(TIMEOUT, call).await {
-            Err(_) => Err(Failure::timed_out()),
+            Err(_) => Err(Failure::timed_out(asked(&subject))),
             Ok(Err(err)) => Err(match err.kind() {
                 RequestErrorKind::NoResponders => Failure::NoResponders,
                 RequestErrorKind::TimedOut => Failure::Failed("JetStream request timed out".into()),
@@ -140,3 +152,15 @@ pub(super) fn api_subject(op: &str) -> Subject {
 
 /// What no responders on `$JS.API` means.
 pub(super) const NO_JETSTREAM: &str = "JetStream is not enabled or not reachable";
+
+#[cfg(test)]
+mod tests {
+    use super::asked;
+
+    #[test]
+    fn a_timeout_names_what_was_asked() {
+        assert_eq!(asked("$JS.API.STREAM.MSG.GET.KV_leases"), "STREAM.MSG.GET");
+        assert_eq!(asked("$JS.API.INFO"), "INFO");
+        assert_eq!(asked("$KV.leases.k"), "a publish");
+    }
+}

@@ -37,6 +37,15 @@ enum State {
     /// Behind an `Arc`: each store call takes the handle out of the watch,
     /// and one counter increment is the cheapest way to.
     Ready(Arc<Bucket>),
+    /// The last pass could not reach the stream (no leader during an
+    /// election, JetStream unreachable) after the bucket was ready: calls
+    /// still go to it and get JetStream's own answers, so service resumes
+    /// the moment the stream has a leader again rather than at the next
+    /// pass, while readiness says `reason`.
+    Degraded {
+        bucket: Arc<Bucket>,
+        reason: String,
+    },
     Unsupported {
         server_version: String,
     },
@@ -56,7 +65,7 @@ impl Store {
     /// The handle of a ready bucket, or why there is none.
     fn bucket(&self) -> Result<Arc<Bucket>, StoreError> {
         match &*self.state.borrow() {
-            State::Ready(bucket) => Ok(bucket.clone()),
+            State::Ready(bucket) | State::Degraded { bucket, .. } => Ok(bucket.clone()),
             State::Unsupported { server_version } => Err(StoreError::Unavailable(format!(
                 "nats-server {server_version} has no per-key TTL"
             ))),
@@ -73,6 +82,7 @@ impl Records for Store {
                 server_version: server_version.clone(),
             },
             State::Unavailable(reason) => Availability::Unavailable(reason.clone()),
+            State::Degraded { reason, .. } => Availability::Degraded(reason.clone()),
         }
     }
 
@@ -161,6 +171,8 @@ pub(crate) async fn keep_provisioned(
     // The first pass that finds the stream may scale it; later ones not.
     let mut scale = true;
     let mut served = false;
+    // The bucket of the last ready pass, while nothing refuted it.
+    let mut last_ready: Option<Arc<Bucket>> = None;
     loop {
         let first_seq = provision::first_seq(p.highest_seen.load(Ordering::Relaxed));
         let outcome = if p.client.connection_state() == async_nats::connection::State::Connected {
@@ -170,7 +182,10 @@ pub(crate) async fn keep_provisioned(
             match pass.await {
                 Ok(outcome) => outcome,
                 Err(refusal) if !served => return Err(refusal),
-                Err(refusal) => Provisioned::Unavailable(refusal.to_string()),
+                Err(refusal) => {
+                    last_ready = None;
+                    Provisioned::Unavailable(refusal.to_string())
+                }
             }
         } else {
             Provisioned::Unavailable("not connected to NATS".into())
@@ -192,8 +207,10 @@ pub(crate) async fn keep_provisioned(
                     p.highest_seen.clone(),
                     replicas > 1,
                 );
+                let bucket = Arc::new(bucket);
+                last_ready = Some(bucket.clone());
                 (
-                    State::Ready(Arc::new(bucket)),
+                    State::Ready(bucket),
                     recheck,
                     ready_note(p.settings.replicas, replicas),
                 )
@@ -202,13 +219,21 @@ pub(crate) async fn keep_provisioned(
                 let note = format!(
                     "nats-server {server_version} is older than 2.11: no leases bucket, every lease call answers unsupported"
                 );
+                last_ready = None;
                 (State::Unsupported { server_version }, recheck, note)
             }
             Provisioned::Unavailable(reason) => {
                 let wait = retry;
                 retry = (retry * 2).min(RETRY_MAX);
                 let note = format!("leases unavailable: {reason}; retrying");
-                (State::Unavailable(reason), wait, note)
+                let state = match &last_ready {
+                    Some(bucket) => State::Degraded {
+                        bucket: bucket.clone(),
+                        reason,
+                    },
+                    None => State::Unavailable(reason),
+                };
+                (state, wait, note)
             }
         };
         if note != last_note {

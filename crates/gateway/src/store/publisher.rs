@@ -180,7 +180,7 @@ impl Coalescer {
                 Ok(Err(_)) => Err(Failure::Failed(
                     "the publish was dropped before it was sent".into(),
                 )),
-                Err(_) => Err(Failure::timed_out()),
+                Err(_) => Err(Failure::timed_out("a publish")),
             },
         }
     }
