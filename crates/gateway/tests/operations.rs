@@ -25,6 +25,40 @@ fn documented_authorization() -> String {
         .replace("$NOTIFY_PASSWORD", "\"holder-secret\"")
 }
 
+/// A server with the documented authorization (its config file, to be
+/// rewritten and reloaded) and a gateway logged in as the documented user.
+struct Documented {
+    _dir: tempfile::TempDir,
+    config: std::path::PathBuf,
+    server: NatsServer,
+    gateway: Gateway,
+}
+
+impl Documented {
+    async fn start(env: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("nats.conf");
+        std::fs::write(&config, documented_authorization()).unwrap();
+        let server = NatsServer::start_with(ServerOptions {
+            extra_args: vec!["-c".into(), config.display().to_string()],
+            ..ServerOptions::default()
+        })
+        .await;
+        let login = [
+            ("NATS_USER", "dagnats"),
+            ("NATS_PASSWORD", "gateway-secret"),
+        ];
+        let env: Vec<_> = login.iter().chain(env).copied().collect();
+        let gateway = Gateway::start_with(&server.url, &[], &env).await;
+        Documented {
+            _dir: dir,
+            config,
+            server,
+            gateway,
+        }
+    }
+}
+
 async fn connect(url: &str, user: &str, password: &str) -> async_nats::Client {
     async_nats::ConnectOptions::with_user_and_password(user.into(), password.into())
         .connect(url)
@@ -34,23 +68,12 @@ async fn connect(url: &str, user: &str, password: &str) -> async_nats::Client {
 
 #[tokio::test]
 async fn the_documented_permissions_let_a_gateway_and_a_holder_do_their_work() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("nats.conf");
-    std::fs::write(&config, documented_authorization()).unwrap();
-    let server = NatsServer::start_with(ServerOptions {
-        extra_args: vec!["-c".into(), config.display().to_string()],
-        ..ServerOptions::default()
-    })
-    .await;
-    let gateway = Gateway::start_with(
-        &server.url,
-        &[],
-        &[
-            ("NATS_USER", "dagnats"),
-            ("NATS_PASSWORD", "gateway-secret"),
-        ],
-    )
-    .await;
+    let Documented {
+        _dir,
+        server,
+        gateway,
+        ..
+    } = Documented::start(&[]).await;
 
     let holder = connect(&server.url, "notify", "holder-secret").await;
     let mut events = holder
@@ -137,24 +160,12 @@ async fn the_documented_permissions_let_a_gateway_and_a_holder_do_their_work() {
 
 #[tokio::test]
 async fn a_gateway_that_served_keeps_answering_from_jetstream_while_its_bucket_check_fails() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("nats.conf");
-    std::fs::write(&config, documented_authorization()).unwrap();
-    let server = NatsServer::start_with(ServerOptions {
-        extra_args: vec!["-c".into(), config.display().to_string()],
-        ..ServerOptions::default()
-    })
-    .await;
-    let gateway = Gateway::start_with(
-        &server.url,
-        &[],
-        &[
-            ("NATS_USER", "dagnats"),
-            ("NATS_PASSWORD", "gateway-secret"),
-            ("DAGNATS_BUCKET_RECHECK_MS", "200"),
-        ],
-    )
-    .await;
+    let Documented {
+        _dir,
+        config,
+        server,
+        gateway,
+    } = Documented::start(&[("DAGNATS_BUCKET_RECHECK_MS", "200")]).await;
     let holder = connect(&server.url, "notify", "holder-secret").await;
     let (key, me) = ("notify-leader", "notify-7f3a");
     let lease = call(&holder, "acquire", acquire(key, me, 30_000)).await;
