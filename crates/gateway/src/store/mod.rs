@@ -3,8 +3,10 @@
 //!
 //! [`Store`] is what the core holds, as its [`Records`] seam. A background
 //! task ([`keep_provisioned`]) keeps its availability current: ready,
-//! unsupported (server older than 2.11), or unavailable (JetStream off or
-//! unreachable, retried). The store knows the core only through that seam
+//! degraded (it served, and its check cannot reach the stream now: calls
+//! are still tried), unsupported (server older than 2.11), or unavailable
+//! (JetStream off or unreachable before it ever served, or a bucket it
+//! must not run on; retried). The store knows the core only through that seam
 //! (`core::ports`): it translates server answers into the core's
 //! [`StoreError`], once, in `bucket.rs`.
 
@@ -31,7 +33,8 @@ use provision::Provisioned;
 pub(crate) use provision::{BucketSettings, Refusal};
 use publisher::Publisher;
 
-/// What the provisioner last found: a bucket handle while it is ready.
+/// What the provisioner last found: a bucket handle while it is ready or
+/// degraded.
 #[derive(Clone)]
 enum State {
     /// Behind an `Arc`: each store call takes the handle out of the watch,
@@ -147,10 +150,10 @@ pub(crate) fn store(client: Client, settings: BucketSettings) -> (Store, Provisi
     (store, provisioner)
 }
 
-/// Retry delays while JetStream is unavailable. Every call answers
-/// `unavailable` until a pass succeeds, so the longest delay is what a
-/// stream's new leader waits to be used after an election: 5 s made the
-/// fault run serve again up to 3.7 s after the new leader was reported.
+/// Retry delays while JetStream is unavailable: how long `/readyz` (and,
+/// before the bucket ever served, every call) may go on answering
+/// `unavailable` after the stream is back. With 5 s, and calls blocked
+/// too, the fault run served again up to 3.7 s after a new leader.
 const RETRY_MIN: Duration = Duration::from_millis(250);
 const RETRY_MAX: Duration = Duration::from_secs(1);
 
