@@ -198,12 +198,13 @@ impl Bucket {
         const EXPECTED_SEQ_SUBJECT: HeaderName =
             HeaderName::from_static(HEADER_EXPECTED_SEQ_SUBJECT);
         for attempt in 0..BUSY_ROUNDS {
+            let checks = key_subject(key);
             let mut headers = HeaderMap::new();
             headers.insert(EXPECTED_SEQ, seq.to_string().as_str());
-            headers.insert(EXPECTED_SEQ_SUBJECT, key_subject(key).as_str());
+            headers.insert(EXPECTED_SEQ_SUBJECT, checks.as_str());
             let barrier = Publish {
                 subject: Subject::from_static(READ_BARRIER_SUBJECT),
-                checks: key_subject(key),
+                checks,
                 headers,
                 body: Bytes::new(),
             };

@@ -174,9 +174,9 @@ pub(crate) async fn keep_provisioned(
     // The first pass that finds the stream may scale it; later ones not.
     let mut scale = true;
     let mut served = false;
-    // The bucket of the last ready pass, while nothing refuted it.
-    let mut last_ready: Option<Arc<Bucket>> = None;
     loop {
+        // A bucket found unfit blocks calls; one only out of reach does not.
+        let mut refused = false;
         let first_seq = provision::first_seq(p.highest_seen.load(Ordering::Relaxed));
         let outcome = if p.client.connection_state() == async_nats::connection::State::Connected {
             let server_version = p.client.server_info().version;
@@ -186,7 +186,7 @@ pub(crate) async fn keep_provisioned(
                 Ok(outcome) => outcome,
                 Err(refusal) if !served => return Err(refusal),
                 Err(refusal) => {
-                    last_ready = None;
+                    refused = true;
                     Provisioned::Unavailable(refusal.to_string())
                 }
             }
@@ -210,10 +210,8 @@ pub(crate) async fn keep_provisioned(
                     p.highest_seen.clone(),
                     replicas > 1,
                 );
-                let bucket = Arc::new(bucket);
-                last_ready = Some(bucket.clone());
                 (
-                    State::Ready(bucket),
+                    State::Ready(Arc::new(bucket)),
                     recheck,
                     ready_note(p.settings.replicas, replicas),
                 )
@@ -222,19 +220,22 @@ pub(crate) async fn keep_provisioned(
                 let note = format!(
                     "nats-server {server_version} is older than 2.11: no leases bucket, every lease call answers unsupported"
                 );
-                last_ready = None;
                 (State::Unsupported { server_version }, recheck, note)
             }
             Provisioned::Unavailable(reason) => {
                 let wait = retry;
                 retry = (retry * 2).min(RETRY_MAX);
                 let note = format!("leases unavailable: {reason}; retrying");
-                let state = match &last_ready {
-                    Some(bucket) => State::Degraded {
-                        bucket: bucket.clone(),
-                        reason,
-                    },
-                    None => State::Unavailable(reason),
+                // Calls keep going to the bucket of the last ready pass
+                // until a refusal or an older server stops them.
+                let state = match &*p.state.borrow() {
+                    State::Ready(bucket) | State::Degraded { bucket, .. } if !refused => {
+                        State::Degraded {
+                            bucket: bucket.clone(),
+                            reason,
+                        }
+                    }
+                    _ => State::Unavailable(reason),
                 };
                 (state, wait, note)
             }
