@@ -8,9 +8,8 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
-use common::cluster::Cluster;
+use common::cluster::{self, Cluster};
 use common::lease_ops::{acquire, renew};
 use common::{Gateway, Http, call};
 use futures::future::join_all;
@@ -32,13 +31,8 @@ struct Batching {
 impl Batching {
     async fn start() -> Self {
         let cluster = Cluster::start().await;
-        let gateway = Gateway::spawn(
-            &cluster.urls(),
-            &["--replicas", "3", "--publishes-in-flight", "1"],
-            &[],
-        );
-        gateway.wait_serving().await;
-        gateway.wait_ready(Duration::from_secs(30)).await;
+        let args = ["--replicas", "3", "--publishes-in-flight", "1"];
+        let gateway = cluster::gateway_with(&cluster.urls(), &args).await;
         let client = cluster.client().await;
         let http = Http::of(&gateway).await;
         Batching {

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::checker::{self, Call, Op, Outcome};
-use common::cluster::Cluster;
+use common::cluster::{self, Cluster};
 use common::fault_report::{self, Setting};
 use common::history_file::{self, FaultSpan, History};
 use common::{Gateway, timestamp};
@@ -811,10 +811,7 @@ async fn fault_run(plan: Plan) -> usize {
     };
     let mut gateways = Vec::new();
     for _ in 0..plan.gateways {
-        let gateway = Gateway::spawn(&cluster.urls(), GATEWAY_ARGS, &[]);
-        gateway.wait_serving().await;
-        gateway.wait_ready(Duration::from_secs(30)).await;
-        gateways.push(gateway);
+        gateways.push(cluster::gateway_with(&cluster.urls(), GATEWAY_ARGS).await);
     }
     let ctl = cluster.client().await;
     cluster.wait_healthy(&ctl, Duration::from_secs(60)).await;

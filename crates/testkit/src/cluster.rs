@@ -363,7 +363,12 @@ cluster {{
 /// A gateway on `urls` (one URL or a comma-separated list) with the bucket
 /// at 3 replicas, once it serves and the bucket is ready.
 pub async fn gateway(urls: &str) -> Gateway {
-    let gateway = Gateway::spawn(urls, &["--replicas", "3"], &[]);
+    gateway_with(urls, &["--replicas", "3"]).await
+}
+
+/// [`gateway`] started with `args` instead of `--replicas 3` alone.
+pub async fn gateway_with(urls: &str, args: &[&str]) -> Gateway {
+    let gateway = Gateway::spawn(urls, args, &[]);
     gateway.wait_serving().await;
     gateway.wait_ready(Duration::from_secs(30)).await;
     gateway
