@@ -485,10 +485,20 @@ async fn writes_acknowledged_while_the_leader_is_isolated_survive_healing_and_it
         }
     }
     // Every read above wrote a barrier; the list holds the leases only.
-    let listed = https[leader].get("/v1/leases").await.body;
+    // Like the reads above, the healed node's gateway may still answer
+    // `unavailable` (10008, no meta leader yet); only that is waited out.
+    let listed = eventually(
+        "a list through the healed node",
+        Duration::from_secs(30),
+        || async {
+            let reply = https[leader].get("/v1/leases").await;
+            (reply.body["kind"] != "unavailable").then_some(reply.body)
+        },
+    )
+    .await;
     let mut keys: Vec<&str> = listed["leases"]
         .as_array()
-        .unwrap()
+        .unwrap_or_else(|| panic!("a list: {listed}"))
         .iter()
         .map(|l| l["key"].as_str().unwrap())
         .collect();
