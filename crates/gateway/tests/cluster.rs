@@ -591,3 +591,60 @@ async fn gateways_with_different_replicas_never_rescale_the_bucket_back_and_fort
     assert!(!one.contains("scaled the leases bucket"), "{one}");
     assert!(one.contains("not this gateway's --replicas 1"), "{one}");
 }
+
+#[tokio::test]
+async fn a_call_whose_round_trips_add_up_past_its_budget_answers_unavailable_before_the_client_times_out()
+ {
+    // Every read barrier and write of this gateway reaches the servers
+    // 2.5 s late, each within the store's 4 s timeout. An acquire of a key
+    // whose lease is past its expiry, not yet freed by the server, sends
+    // several (its compare-and-set, then reads confirmed by barriers until
+    // the server frees the key): 5 s and more, past the 5 s a client
+    // waits. The call answers when its 4.5 s budget runs out instead.
+    let cluster = Cluster::start().await;
+    let proxy = common::proxy::Proxy::start(&cluster.nodes[0].url).await;
+    let _gateway = cluster::gateway_with(&proxy.url, &["--replicas", "3"]).await;
+    let client = cluster.client().await;
+    let written_at = time::OffsetDateTime::now_utc() - Duration::from_secs(10);
+    // Due 9 s ago by the record; the server keeps it 30 s.
+    let seq = common::records::write_lease(&client, "slow", "b", 1_000, written_at, 30).await;
+    let late = Duration::from_millis(2_500);
+    proxy.hold_publishes(
+        "$KV.leases.",
+        Arc::new(move || Box::pin(tokio::time::sleep(late))),
+    );
+    let acquire = json!({"key": "slow", "holder": "a", "ttl_ms": 30_000});
+    let payload = serde_json::to_vec(&acquire).unwrap();
+    let started = Instant::now();
+    let reply = tokio::time::timeout(
+        Duration::from_secs(5),
+        client.request("api.leases.acquire", payload.into()),
+    )
+    .await
+    .expect("an answer within the client's 5 s")
+    .expect("request answered");
+    let waited = started.elapsed();
+    let reply: Value = serde_json::from_slice(&reply.payload).unwrap();
+    assert_eq!(
+        reply,
+        json!({
+            "error": "the call did not finish within 4500 ms: JetStream is slow or electing a leader; it may have taken effect; retry later",
+            "kind": "unavailable",
+        })
+    );
+    assert!(waited >= Duration::from_millis(4_500), "{waited:?}");
+    assert_eq!(
+        proxy.connections(),
+        1,
+        "the gateway stayed behind the proxy"
+    );
+    // Nothing it sent landed, and the gateway serves on: the key still
+    // holds the overdue record.
+    proxy.stop_holding();
+    let owner = call(&client, "owner", json!({"key": "slow"})).await;
+    assert_eq!(
+        (&owner["holder"], &owner["revision"]),
+        (&json!("b"), &json!(seq)),
+        "{owner}"
+    );
+}

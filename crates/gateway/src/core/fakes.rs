@@ -69,6 +69,8 @@ struct State {
     ack_not_before: Option<OffsetDateTime>,
     /// The highest revision the core reported from change events.
     saw: u64,
+    /// How long each read and write takes to answer.
+    round_trip: Duration,
 }
 
 /// The bucket, in memory.
@@ -85,6 +87,12 @@ impl FakeRecords {
     /// What the next writes do.
     pub(super) fn script(&self, script: WriteScript) {
         self.state().script = script;
+    }
+
+    /// Every read and write from now on answers `round_trip` after it
+    /// was asked.
+    pub(super) fn round_trip(&self, round_trip: Duration) {
+        self.state().round_trip = round_trip;
     }
 
     /// Holds back the acknowledgement of landed writes until `at`.
@@ -216,6 +224,14 @@ impl FakeRecords {
     }
 }
 
+/// Waits out a scripted round trip; none by default, so the other tests
+/// never touch the timer.
+async fn answer_after(round_trip: Duration) {
+    if !round_trip.is_zero() {
+        tokio::time::sleep(round_trip).await;
+    }
+}
+
 fn entry_seq(entry: &Entry) -> u64 {
     match entry {
         Entry::Held { seq, .. } | Entry::Free { seq, .. } => *seq,
@@ -228,6 +244,7 @@ impl Records for FakeRecords {
     }
 
     fn last<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Entry>, StoreError>> {
+        let round_trip = self.state().round_trip;
         let entry = {
             let mut state = self.state();
             state.reads += 1;
@@ -239,7 +256,11 @@ impl Records for FakeRecords {
                 None => Ok(state.entries.get(key).cloned()),
             }
         };
-        async move { entry }.boxed()
+        async move {
+            answer_after(round_trip).await;
+            entry
+        }
+        .boxed()
     }
 
     fn write<'a>(
@@ -248,8 +269,10 @@ impl Records for FakeRecords {
         expected: u64,
         write: Write,
     ) -> BoxFuture<'a, Result<u64, StoreError>> {
+        let round_trip = self.state().round_trip;
         let applied = self.apply(key, expected, &write);
         async move {
+            answer_after(round_trip).await;
             let (seq, lost, ack_not_before) = applied?;
             if let Some(at) = ack_not_before {
                 // Waits on the wall clock, which the core's expiry check reads.

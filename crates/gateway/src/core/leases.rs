@@ -7,6 +7,7 @@ use futures::future::BoxFuture;
 use std::sync::Arc;
 use time::OffsetDateTime;
 
+use super::budget::within_budget;
 use super::error::LeaseError;
 use super::known::{Known, KnownRevisions};
 use super::ports::{Availability, OwnerHop, Records, StoreError, Write};
@@ -72,96 +73,103 @@ impl LeaseCore {
     /// A key believed free is created at once, one round trip: its
     /// compare-and-set decides, and a conflict reads like any other round.
     pub(crate) async fn acquire(&self, req: AcquireRequest) -> Result<Grant, LeaseError> {
-        let bucket = self.bucket()?;
-        let key = req.key.as_str();
-        let mut believed_free = self.known.free_at(key);
-        for _ in 0..MAX_ROUNDS {
-            let expected = match believed_free.take() {
-                Some(seq) => seq,
-                None => match self.read(bucket, key).await? {
-                    Some(Entry::Held {
-                        seq,
-                        record,
-                        stored_at,
-                        ..
-                    }) => {
-                        let lease = record.lease(key, seq, Some(stored_at));
-                        if lease.expires_at <= OffsetDateTime::now_utc() {
-                            // Overdue: nobody holds it, but a write over it
-                            // now could be purged by the server's expiry
-                            // marker (docs/operations.md), so the new tenure
-                            // is written over the marker instead.
-                            self.await_expiry(bucket, key, seq).await?;
-                            continue;
+        within_budget(async move {
+            let bucket = self.bucket()?;
+            let key = req.key.as_str();
+            let mut believed_free = self.known.free_at(key);
+            for _ in 0..MAX_ROUNDS {
+                let expected = match believed_free.take() {
+                    Some(seq) => seq,
+                    None => match self.read(bucket, key).await? {
+                        Some(Entry::Held {
+                            seq,
+                            record,
+                            stored_at,
+                            ..
+                        }) => {
+                            let lease = record.lease(key, seq, Some(stored_at));
+                            if lease.expires_at <= OffsetDateTime::now_utc() {
+                                // Overdue: nobody holds it, but a write over it
+                                // now could be purged by the server's expiry
+                                // marker (docs/operations.md), so the new tenure
+                                // is written over the marker instead.
+                                self.await_expiry(bucket, key, seq).await?;
+                                continue;
+                            }
+                            let granted = record.holder == req.holder.as_str();
+                            return Ok(Grant { granted, lease });
                         }
-                        let granted = record.holder == req.holder.as_str();
-                        return Ok(Grant { granted, lease });
+                        Some(Entry::Free { seq, .. }) => seq,
+                        None => 0,
+                    },
+                };
+                let now = OffsetDateTime::now_utc();
+                let record = lease_record(&req.holder, req.ttl_ms, now, now, expected);
+                match self
+                    .write_lease(bucket, key, expected, WriteEvent::Acquired, &record)
+                    .await
+                {
+                    Ok(seq) => {
+                        let lease = record.lease(key, seq, None);
+                        return Ok(Grant {
+                            granted: true,
+                            lease,
+                        });
                     }
-                    Some(Entry::Free { seq, .. }) => seq,
-                    None => 0,
-                },
-            };
-            let now = OffsetDateTime::now_utc();
-            let record = lease_record(&req.holder, req.ttl_ms, now, now, expected);
-            match self
-                .write_lease(bucket, key, expected, WriteEvent::Acquired, &record)
-                .await
-            {
-                Ok(seq) => {
-                    let lease = record.lease(key, seq, None);
-                    return Ok(Grant {
-                        granted: true,
-                        lease,
-                    });
+                    Err(StoreError::Conflict) => continue,
+                    Err(err) => return Err(self.store_error(err)),
                 }
-                Err(StoreError::Conflict) => continue,
-                Err(err) => return Err(self.store_error(err)),
             }
-        }
-        Err(contention(key))
+            Err(contention(key))
+        })
+        .await
     }
 
     /// Extends the lease to `ttl_ms` from now, if the caller holds it at
     /// `revision`. The reply carries the new fence; `acquired_at` stays.
     pub(crate) async fn renew(&self, req: RenewRequest) -> Result<Grant, LeaseError> {
-        let bucket = self.bucket()?;
-        let (key, revision) = (req.key.as_str(), req.revision.get());
-        let lost = || lost(key, &req.holder, req.revision);
-        let (bucket_ref, req_ref, lost_ref) = (bucket, &req, &lost);
-        let write = move |held: Known| {
-            let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
-            let renewed = self.renew_at(bucket, req, held.acquired_at);
-            // A late renew is withdrawn: nothing stays held in the name of
-            // a holder told it lost the lease.
-            let withdraw =
-                move |grant: Grant| async move { self.withdraw(bucket, req, &grant.lease).await };
-            clear_of_expiry(
-                "renew",
-                (key, revision),
-                held.expires_at,
-                lost,
-                renewed,
-                withdraw,
-            )
-            .boxed()
-        };
-        // This very renew already landed and its reply was lost.
-        let landed = |entry: &Entry| match entry {
-            Entry::Held {
-                seq,
-                renewed: true,
-                record,
-                stored_at,
-            } if record.prev == revision && record.holder == req.holder.as_str() => {
-                Some(Ok(Grant {
-                    granted: true,
-                    lease: record.lease(key, *seq, Some(*stored_at)),
-                }))
-            }
-            _ => None,
-        };
-        self.fenced(bucket, key, &req.holder, req.revision, write, landed)
-            .await?
+        within_budget(async move {
+            let bucket = self.bucket()?;
+            let (key, revision) = (req.key.as_str(), req.revision.get());
+            let lost = || lost(key, &req.holder, req.revision);
+            let (bucket_ref, req_ref, lost_ref) = (bucket, &req, &lost);
+            let write = move |held: Known| {
+                let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
+                let renewed = self.renew_at(bucket, req, held.acquired_at);
+                // A late renew is withdrawn: nothing stays held in the name of
+                // a holder told it lost the lease.
+                let withdraw = move |grant: Grant| async move {
+                    self.withdraw(bucket, req, &grant.lease).await
+                };
+                clear_of_expiry(
+                    "renew",
+                    (key, revision),
+                    held.expires_at,
+                    lost,
+                    renewed,
+                    withdraw,
+                )
+                .boxed()
+            };
+            // This very renew already landed and its reply was lost.
+            let landed = |entry: &Entry| match entry {
+                Entry::Held {
+                    seq,
+                    renewed: true,
+                    record,
+                    stored_at,
+                } if record.prev == revision && record.holder == req.holder.as_str() => {
+                    Some(Ok(Grant {
+                        granted: true,
+                        lease: record.lease(key, *seq, Some(*stored_at)),
+                    }))
+                }
+                _ => None,
+            };
+            self.fenced(bucket, key, &req.holder, req.revision, write, landed)
+                .await?
+        })
+        .await
     }
 
     /// Waits for the server to expire the overdue record at `seq` (its
@@ -217,42 +225,49 @@ impl LeaseCore {
     /// Frees the key under the same fence check as renew. A lease that
     /// already expired is `lost`.
     pub(crate) async fn release(&self, req: ReleaseRequest) -> Result<Released, LeaseError> {
-        let bucket = self.bucket()?;
-        let (key, holder, revision) = (req.key.as_str(), req.holder.as_str(), req.revision.get());
-        let req_ref = &req;
-        let write = move |held: Known| {
-            let req = req_ref;
-            async move {
-                // Past its expiry the lease is gone, whether or not the
-                // server has written its marker yet: releasing it is
-                // `lost`, as renewing it is.
-                if too_late(held.expires_at) {
-                    return Ok(Err(lost(key, &req.holder, req.revision)));
+        within_budget(async move {
+            let bucket = self.bucket()?;
+            let (key, holder, revision) =
+                (req.key.as_str(), req.holder.as_str(), req.revision.get());
+            let req_ref = &req;
+            let write = move |held: Known| {
+                let req = req_ref;
+                async move {
+                    // Past its expiry the lease is gone, whether or not the
+                    // server has written its marker yet: releasing it is
+                    // `lost`, as renewing it is.
+                    if too_late(held.expires_at) {
+                        return Ok(Err(lost(key, &req.holder, req.revision)));
+                    }
+                    self.release_at(bucket, key, holder, revision, held.ttl_ms, false)
+                        .await
+                        .map(Ok)
                 }
-                self.release_at(bucket, key, holder, revision, held.ttl_ms, false)
-                    .await
-                    .map(Ok)
-            }
-            .boxed()
-        };
-        // This very release already landed and its reply was lost.
-        let landed = |entry: &Entry| match entry {
-            Entry::Free {
-                seq,
-                released: Some(tombstone),
-            } if tombstone.prev == revision && tombstone.holder == holder && !tombstone.revoked => {
-                Some(Ok(Released {
-                    released: true,
-                    held: false,
-                    key: key.to_string(),
-                    holder: holder.to_string(),
-                    revision: *seq,
-                }))
-            }
-            _ => None,
-        };
-        self.fenced(bucket, key, &req.holder, req.revision, write, landed)
-            .await?
+                .boxed()
+            };
+            // This very release already landed and its reply was lost.
+            let landed = |entry: &Entry| match entry {
+                Entry::Free {
+                    seq,
+                    released: Some(tombstone),
+                } if tombstone.prev == revision
+                    && tombstone.holder == holder
+                    && !tombstone.revoked =>
+                {
+                    Some(Ok(Released {
+                        released: true,
+                        held: false,
+                        key: key.to_string(),
+                        holder: holder.to_string(),
+                        revision: *seq,
+                    }))
+                }
+                _ => None,
+            };
+            self.fenced(bucket, key, &req.holder, req.revision, write, landed)
+                .await?
+        })
+        .await
     }
 
     /// The fence check renew and release share: `write` runs only while
@@ -304,49 +319,57 @@ impl LeaseCore {
     /// operator's way out of a stuck lease. The holder's fence is stale
     /// everywhere afterwards, and a `released` event names it.
     pub(crate) async fn revoke(&self, req: OwnerRequest) -> Result<Released, LeaseError> {
-        let bucket = self.bucket()?;
-        let key = req.key.as_str();
-        for _ in 0..MAX_ROUNDS {
-            let (seq, holder, ttl_ms) = match self.read_entry(bucket, key).await {
-                Ok(Some(Entry::Held { seq, record, .. })) => (seq, record.holder, record.ttl_ms),
-                Ok(_) => return Err(LeaseError::NotHeld(key.to_string())),
-                // A record nobody can read is cleared like a held one: it
-                // names no holder, and the tombstone lives a short while.
-                Err(StoreError::Corrupt { seq, cause }) => {
-                    tracing::warn!(key, revision = seq, cause, "revoking a corrupt record");
-                    (seq, String::new(), CORRUPT_TOMBSTONE_TTL_MS)
-                }
-                Err(err) => return Err(self.store_error(err)),
-            };
-            let revoked = self.release_at(bucket, key, &holder, seq, ttl_ms, true);
-            match revoked.await {
-                Err(StoreError::Conflict) => continue,
-                Err(err) => return Err(self.store_error(err)),
-                Ok(released) => {
-                    tracing::info!(key, holder, revision = seq, "lease revoked");
-                    return Ok(released);
+        within_budget(async move {
+            let bucket = self.bucket()?;
+            let key = req.key.as_str();
+            for _ in 0..MAX_ROUNDS {
+                let (seq, holder, ttl_ms) = match self.read_entry(bucket, key).await {
+                    Ok(Some(Entry::Held { seq, record, .. })) => {
+                        (seq, record.holder, record.ttl_ms)
+                    }
+                    Ok(_) => return Err(LeaseError::NotHeld(key.to_string())),
+                    // A record nobody can read is cleared like a held one: it
+                    // names no holder, and the tombstone lives a short while.
+                    Err(StoreError::Corrupt { seq, cause }) => {
+                        tracing::warn!(key, revision = seq, cause, "revoking a corrupt record");
+                        (seq, String::new(), CORRUPT_TOMBSTONE_TTL_MS)
+                    }
+                    Err(err) => return Err(self.store_error(err)),
+                };
+                let revoked = self.release_at(bucket, key, &holder, seq, ttl_ms, true);
+                match revoked.await {
+                    Err(StoreError::Conflict) => continue,
+                    Err(err) => return Err(self.store_error(err)),
+                    Ok(released) => {
+                        tracing::info!(key, holder, revision = seq, "lease revoked");
+                        return Ok(released);
+                    }
                 }
             }
-        }
-        Err(contention(key))
+            Err(contention(key))
+        })
+        .await
     }
 
     /// Who holds the key, read through the stream leader. No side effects.
     pub(crate) async fn owner(&self, req: OwnerRequest) -> Result<Owner, LeaseError> {
-        let bucket = self.bucket()?;
-        let key = req.key.as_str();
-        Ok(match self.read(bucket, key).await? {
-            Some(Entry::Held {
-                seq,
-                record,
-                stored_at,
-                ..
-            }) => Owner::Held(record.lease(key, seq, Some(stored_at))),
-            Some(Entry::Free { .. }) | None => Owner::Free(FreeKey {
-                held: false,
-                key: key.to_string(),
-            }),
+        within_budget(async move {
+            let bucket = self.bucket()?;
+            let key = req.key.as_str();
+            Ok(match self.read(bucket, key).await? {
+                Some(Entry::Held {
+                    seq,
+                    record,
+                    stored_at,
+                    ..
+                }) => Owner::Held(record.lease(key, seq, Some(stored_at))),
+                Some(Entry::Free { .. }) | None => Owner::Free(FreeKey {
+                    held: false,
+                    key: key.to_string(),
+                }),
+            })
         })
+        .await
     }
 
     async fn renew_at(

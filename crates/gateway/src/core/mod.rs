@@ -7,6 +7,7 @@
 //! decisions have unit tests over in-memory fakes (`fakes.rs`,
 //! `leases/tests.rs`, `forward/tests.rs`).
 
+mod budget;
 mod error;
 #[cfg(test)]
 mod fakes;

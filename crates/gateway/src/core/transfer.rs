@@ -5,6 +5,7 @@
 use futures::FutureExt;
 use time::OffsetDateTime;
 
+use super::budget::within_budget;
 use super::error::LeaseError;
 use super::known::Known;
 use super::leases::{LeaseCore, clear_of_expiry, lost};
@@ -22,46 +23,49 @@ impl LeaseCore {
     /// The write is an `acquired` (a tenure starts) that names the previous
     /// holder, in the record and in `Dagnats-Lease-Previous-Holder`.
     pub(crate) async fn transfer(&self, req: TransferRequest) -> Result<Grant, LeaseError> {
-        let bucket = self.bucket()?;
-        let (key, revision) = (req.key.as_str(), req.revision.get());
-        let lost = || lost(key, &req.holder, req.revision);
-        let (bucket_ref, req_ref, lost_ref) = (bucket, &req, &lost);
-        let write = move |held: Known| {
-            let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
-            let moved = self.transfer_at(bucket, req);
-            // Nothing to undo: the record names `to`, not the holder told
-            // it lost the lease, and `to` learns of it from the server.
-            clear_of_expiry(
-                "transfer",
-                (key, revision),
-                held.expires_at,
-                lost,
-                moved,
-                |_| async {},
-            )
-            .boxed()
-        };
-        // This very transfer already landed and its reply was lost: the
-        // key's current record is the tenure it started, unrenewed.
-        let landed = |entry: &Entry| match entry {
-            Entry::Held {
-                seq,
-                renewed: false,
-                record,
-                stored_at,
-            } if record.prev == revision
-                && record.holder == req.to.as_str()
-                && record.previous_holder.as_deref() == Some(req.holder.as_str()) =>
-            {
-                Some(Ok(Grant {
-                    granted: true,
-                    lease: record.lease(key, *seq, Some(*stored_at)),
-                }))
-            }
-            _ => None,
-        };
-        self.fenced(bucket, key, &req.holder, req.revision, write, landed)
-            .await?
+        within_budget(async move {
+            let bucket = self.bucket()?;
+            let (key, revision) = (req.key.as_str(), req.revision.get());
+            let lost = || lost(key, &req.holder, req.revision);
+            let (bucket_ref, req_ref, lost_ref) = (bucket, &req, &lost);
+            let write = move |held: Known| {
+                let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
+                let moved = self.transfer_at(bucket, req);
+                // Nothing to undo: the record names `to`, not the holder told
+                // it lost the lease, and `to` learns of it from the server.
+                clear_of_expiry(
+                    "transfer",
+                    (key, revision),
+                    held.expires_at,
+                    lost,
+                    moved,
+                    |_| async {},
+                )
+                .boxed()
+            };
+            // This very transfer already landed and its reply was lost: the
+            // key's current record is the tenure it started, unrenewed.
+            let landed = |entry: &Entry| match entry {
+                Entry::Held {
+                    seq,
+                    renewed: false,
+                    record,
+                    stored_at,
+                } if record.prev == revision
+                    && record.holder == req.to.as_str()
+                    && record.previous_holder.as_deref() == Some(req.holder.as_str()) =>
+                {
+                    Some(Ok(Grant {
+                        granted: true,
+                        lease: record.lease(key, *seq, Some(*stored_at)),
+                    }))
+                }
+                _ => None,
+            };
+            self.fenced(bucket, key, &req.holder, req.revision, write, landed)
+                .await?
+        })
+        .await
     }
 
     /// The transfer's one write, expecting the holder's fence.

@@ -70,6 +70,12 @@ impl Proxy {
         *self.state.hold.lock().unwrap() = Some((prefix.to_string(), hook));
     }
 
+    /// From now on, publishes reach the server as they come; the ones
+    /// already held still wait for their hook.
+    pub fn stop_holding(&self) {
+        *self.state.hold.lock().unwrap() = None;
+    }
+
     /// Every subject the clients published to, in the order they sent them.
     pub fn published(&self) -> Vec<String> {
         self.state.published.lock().unwrap().clone()

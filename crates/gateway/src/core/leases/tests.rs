@@ -7,8 +7,12 @@ use std::time::Duration;
 use serde_json::json;
 use time::OffsetDateTime;
 
+use futures::TryFutureExt;
+use futures::future::BoxFuture;
+
 use super::{EXPIRY_MARGIN, LeaseCore, MAX_ROUNDS};
 use crate::core::LeaseError;
+use crate::core::budget::CALL_BUDGET;
 use crate::core::fakes::{self, FakeRecords, WriteScript, request};
 use dagnats_leases_wire::kind::Kind;
 use dagnats_leases_wire::record::Entry;
@@ -410,6 +414,79 @@ async fn an_acquire_that_conflicts_every_round_is_unavailable() {
     assert_eq!(err.kind(), Kind::Unavailable);
     assert_eq!(err.to_string(), "k changed on every attempt; retry later");
     assert_eq!(records.writes(), MAX_ROUNDS);
+}
+
+const OVER_BUDGET: &str = "the call did not finish within 4500 ms: JetStream is slow or electing a leader; it may have taken effect; retry later";
+
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_round_trips_add_up_past_the_budget_answers_unavailable_when_it_runs_out() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    // Every compare-and-set loses and each round trip takes 1 s, each well
+    // within the store's own timeout: the rounds would take 1 + 4 x 2 s.
+    records.script(WriteScript::AlwaysConflict);
+    records.round_trip(Duration::from_secs(1));
+    let started = tokio::time::Instant::now();
+    let err = renew(&core, "a", 1).await.unwrap_err();
+    assert_eq!(started.elapsed(), CALL_BUDGET);
+    assert_eq!(
+        (err.kind(), err.to_string().as_str()),
+        (Kind::Unavailable, OVER_BUDGET)
+    );
+    // The acquire, then writes sent at 0, 2 and 4 s; none after the budget.
+    assert_eq!(records.writes(), 1 + 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_key_call_answers_unavailable_when_the_budget_runs_out() {
+    let (core, records) = core();
+    let held = acquire(&core, "a").await.unwrap().lease.revision;
+    records.round_trip(CALL_BUDGET + Duration::from_secs(1));
+    let key = json!({"key": "k"});
+    let fenced = json!({"key": "k", "holder": "a", "revision": held, "ttl_ms": 10_000, "to": "b"});
+    let calls: [(&str, BoxFuture<'_, Result<(), LeaseError>>); 6] = [
+        (
+            "acquire",
+            Box::pin(async { acquire(&core, "b").await.map(drop) }),
+        ),
+        (
+            "renew",
+            Box::pin(async { renew(&core, "a", held).await.map(drop) }),
+        ),
+        (
+            "release",
+            Box::pin(async { release(&core, "a", held).await.map(drop) }),
+        ),
+        (
+            "transfer",
+            Box::pin(core.transfer(request(fenced)).map_ok(drop)),
+        ),
+        (
+            "owner",
+            Box::pin(core.owner(request(key.clone())).map_ok(drop)),
+        ),
+        ("revoke", Box::pin(core.revoke(request(key)).map_ok(drop))),
+    ];
+    for (op, call) in calls {
+        let started = tokio::time::Instant::now();
+        let err = call.await.expect_err(op);
+        assert_eq!(started.elapsed(), CALL_BUDGET, "{op}");
+        assert_eq!(
+            (err.kind(), err.to_string().as_str()),
+            (Kind::Unavailable, OVER_BUDGET),
+            "{op}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_call_that_finishes_within_the_budget_is_answered_in_full() {
+    let (core, records) = core();
+    // A read and a write of 2 s each: 4 s in all.
+    records.round_trip(Duration::from_secs(2));
+    let grant = acquire(&core, "a").await.unwrap();
+    assert!(grant.granted);
+    assert_eq!(records.writes(), 1);
 }
 
 #[tokio::test]
