@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use tokio::time::{Instant, sleep_until};
+
 use async_nats::RequestErrorKind;
 use bytes::Bytes;
 use serde::Serialize;
@@ -147,7 +149,8 @@ impl LeaseClient {
             holder: holder(h)?,
             ttl_ms: ttl(t)?,
         };
-        self.call(SUBJECT_ACQUIRE, &req, self.timeout).await
+        self.call(SUBJECT_ACQUIRE, &req, self.timeout, Resend::Never)
+            .await
     }
 
     /// Extends the lease held at `rev` to `t` from now; the reply carries
@@ -165,7 +168,8 @@ impl LeaseClient {
             revision: revision(rev)?,
             ttl_ms: ttl(t)?,
         };
-        self.call(SUBJECT_RENEW, &req, self.timeout).await
+        self.call(SUBJECT_RENEW, &req, self.timeout, Resend::AtHalfTime)
+            .await
     }
 
     /// Frees the lease held at `rev`.
@@ -175,13 +179,15 @@ impl LeaseClient {
             holder: holder(h)?,
             revision: revision(rev)?,
         };
-        self.call(SUBJECT_RELEASE, &req, self.timeout).await
+        self.call(SUBJECT_RELEASE, &req, self.timeout, Resend::AtHalfTime)
+            .await
     }
 
     /// Who holds `key`, read through the stream leader.
     pub async fn owner(&self, k: &str) -> Result<Owner, ClientError> {
         let req = OwnerRequest { key: key(k)? };
-        self.call(SUBJECT_OWNER, &req, self.timeout).await
+        self.call(SUBJECT_OWNER, &req, self.timeout, Resend::AtHalfTime)
+            .await
     }
 
     /// Hands the lease `h` holds at `rev` to `to` for `t` from now, in one
@@ -208,7 +214,8 @@ impl LeaseClient {
     ) -> Result<Grant, ClientError> {
         let req = TransferRequest::new(key(k)?, holder(h)?, revision(rev)?, holder(to)?, ttl(t)?)
             .map_err(invalid)?;
-        self.call(SUBJECT_TRANSFER, &req, self.timeout).await
+        self.call(SUBJECT_TRANSFER, &req, self.timeout, Resend::AtHalfTime)
+            .await
     }
 
     /// One page of the held leases whose key starts with `prefix`, ordered
@@ -245,7 +252,8 @@ impl LeaseClient {
             after: after.map(key).transpose()?,
             limit,
         };
-        self.call(SUBJECT_LIST, &req, self.timeout).await
+        self.call(SUBJECT_LIST, &req, self.timeout, Resend::AtHalfTime)
+            .await
     }
 
     /// Every held lease whose key starts with `prefix`, ordered by key:
@@ -276,31 +284,85 @@ impl LeaseClient {
             payload: Payload(payload),
             timeout_ms: ForwardTimeout::try_from(ms).map_err(invalid)?,
         };
-        self.call(SUBJECT_FORWARD, &req, timeout + FORWARD_MARGIN)
-            .await
+        self.call(
+            SUBJECT_FORWARD,
+            &req,
+            timeout + FORWARD_MARGIN,
+            Resend::Never,
+        )
+        .await
     }
 
+    /// Sends `req` once, and once more at half the timeout if no reply came
+    /// by then (see [`Resend`]); the first reply wins.
     async fn call<Req: Serialize, Rep: DeserializeOwned>(
         &self,
         subject: &str,
         req: &Req,
         timeout: Duration,
+        resend: Resend,
     ) -> Result<Rep, ClientError> {
-        let body = serde_json::to_vec(req).expect("requests serialize");
-        let request = async_nats::Request::new()
-            .payload(body.into())
-            .timeout(Some(timeout));
-        let reply = self
-            .nats
-            .send_request(subject.to_string(), request)
-            .await
-            .map_err(|err| match err.kind() {
-                RequestErrorKind::NoResponders => ClientError::NoGateway,
-                RequestErrorKind::TimedOut => ClientError::Timeout(timeout),
-                _ => ClientError::Nats(err.to_string()),
-            })?;
+        let body = Bytes::from(serde_json::to_vec(req).expect("requests serialize"));
+        let deadline = Instant::now() + timeout;
+        let send = |until: Instant| {
+            let left = until.saturating_duration_since(Instant::now());
+            let request = async_nats::Request::new()
+                .payload(body.clone())
+                .timeout(Some(left));
+            self.nats.send_request(subject.to_string(), request)
+        };
+        let first = send(deadline);
+        tokio::pin!(first);
+        let reply = match resend {
+            Resend::Never => first.await,
+            Resend::AtHalfTime => {
+                let again_at = Instant::now() + timeout / 2;
+                tokio::select! {
+                    reply = &mut first => reply,
+                    () = sleep_until(again_at) => {
+                        let second = send(deadline);
+                        tokio::pin!(second);
+                        // The first reply of either; a failed one leaves
+                        // the other to answer.
+                        tokio::select! {
+                            reply = &mut first => match reply {
+                                Ok(reply) => Ok(reply),
+                                Err(_) => second.await,
+                            },
+                            reply = &mut second => match reply {
+                                Ok(reply) => Ok(reply),
+                                Err(_) => first.await,
+                            },
+                        }
+                    }
+                }
+            }
+        };
+        let reply = reply.map_err(|err| match err.kind() {
+            RequestErrorKind::NoResponders => ClientError::NoGateway,
+            RequestErrorKind::TimedOut => ClientError::Timeout(timeout),
+            _ => ClientError::Nats(err.to_string()),
+        })?;
         decode_reply(&reply.payload)
     }
+}
+
+/// Whether a call is sent again when its reply is late.
+///
+/// The queue group hands each request to one gateway, picked anew for
+/// every request. One whose node froze or was cut off still gets requests
+/// until its routes close (4 to 6 s with 2 s route pings), and they are
+/// lost there. Sending the same request again at half the timeout lets
+/// another gateway answer it. Only calls whose copy, whenever it runs,
+/// changes nothing the first did not are sent twice: renew, release and
+/// transfer (fenced: a copy gets the first one's outcome, or `lost` once
+/// the key moved on), owner and list (reads). Acquire is not: a copy held
+/// up in a frozen node could take the key again after its holder released
+/// it. Forward is not: the owner could process it twice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resend {
+    Never,
+    AtHalfTime,
 }
 
 fn decode_reply<Rep: DeserializeOwned>(payload: &[u8]) -> Result<Rep, ClientError> {

@@ -270,3 +270,104 @@ async fn the_owner_inbox_handles_requests_only_for_keys_it_owns() {
     assert_eq!(err.kind(), Some(&Kind::OwnerRejected), "{err:?}");
     inbox.abort();
 }
+
+/// A member of the gateways' queue group on `subject` that swallows the
+/// first request it gets, as a gateway on a frozen node does until its
+/// routes close; unsubscribed by the server once it got it.
+async fn hole(client: &async_nats::Client, subject: &str) -> async_nats::Subscriber {
+    use dagnats_leases_client::wire::names::QUEUE_GROUP;
+    let mut hole = client
+        .queue_subscribe(subject.to_string(), QUEUE_GROUP.into())
+        .await
+        .unwrap();
+    hole.unsubscribe_after(1).await.unwrap();
+    client.flush().await.unwrap();
+    hole
+}
+
+/// Whether `hole` got its request.
+async fn swallowed(hole: &mut async_nats::Subscriber) -> bool {
+    use futures::StreamExt;
+    matches!(
+        tokio::time::timeout(Duration::ZERO, hole.next()).await,
+        Ok(Some(_))
+    )
+}
+
+/// How many calls a test makes before the queue group, with even odds
+/// each time, has picked the hole once.
+const ROUNDS: usize = 30;
+
+#[tokio::test]
+async fn a_renew_lost_in_a_gateway_that_never_answers_is_sent_again_and_answered() {
+    // A renew the hole swallows is still answered within the client's
+    // timeout: sent again at half of it, to the one gateway left.
+    use dagnats_leases_client::wire::names::SUBJECT_RENEW;
+    let s = Setup::start().await;
+    let leases = LeaseClient::new(s.client.clone()).with_timeout(Duration::from_secs(2));
+    let ttl = Duration::from_secs(30);
+    let mut fence = leases.acquire("k", "a", ttl).await.unwrap().lease.revision;
+    let hole_client = common::client(&s.server.url).await;
+    let mut picked = false;
+    for round in 0..ROUNDS {
+        let mut hole = hole(&hole_client, SUBJECT_RENEW).await;
+        let renewed = leases
+            .renew("k", "a", fence, ttl)
+            .await
+            .unwrap_or_else(|err| panic!("round {round}: {err}"));
+        assert!(renewed.lease.revision > fence, "round {round}: {renewed:?}");
+        fence = renewed.lease.revision;
+        if swallowed(&mut hole).await {
+            picked = true;
+            break;
+        }
+    }
+    assert!(
+        picked,
+        "in {ROUNDS} rounds the queue group never picked the hole"
+    );
+    // The copies left one lease, at the last fence answered.
+    let owner = leases.owner("k").await.unwrap();
+    assert!(matches!(owner, Owner::Held(lease) if lease.revision == fence));
+}
+
+#[tokio::test]
+async fn an_acquire_or_a_forward_lost_in_a_gateway_that_never_answers_is_not_sent_again() {
+    // A copy of either could act after the caller moved on (take the key
+    // again after a release; reach the owner twice): the caller hears a
+    // timeout, the one outcome that says it may have happened.
+    use dagnats_leases_client::wire::names::{SUBJECT_ACQUIRE, SUBJECT_FORWARD};
+    let s = Setup::start().await;
+    let leases = LeaseClient::new(s.client.clone()).with_timeout(Duration::from_secs(1));
+    let ttl = Duration::from_secs(30);
+    let hole_client = common::client(&s.server.url).await;
+    for (subject, key) in [(SUBJECT_ACQUIRE, "a"), (SUBJECT_FORWARD, "f")] {
+        let mut picked = false;
+        for round in 0..ROUNDS {
+            let mut hole = hole(&hole_client, subject).await;
+            let key = format!("{key}-{round}");
+            let called = match subject {
+                SUBJECT_ACQUIRE => leases.acquire(&key, "h", ttl).await.map(drop),
+                _ => leases
+                    .forward(&key, Bytes::from_static(b"x"), Duration::from_millis(100))
+                    .await
+                    .map(drop),
+            };
+            if swallowed(&mut hole).await {
+                assert!(
+                    matches!(called, Err(ClientError::Timeout(_))),
+                    "{subject}, round {round}: {called:?}"
+                );
+                // No copy reached a gateway.
+                let owner = leases.owner(&key).await.unwrap();
+                assert!(matches!(owner, Owner::Free(_)), "{subject}: {owner:?}");
+                picked = true;
+                break;
+            }
+        }
+        assert!(
+            picked,
+            "{subject}: in {ROUNDS} rounds the queue group never picked the hole"
+        );
+    }
+}
