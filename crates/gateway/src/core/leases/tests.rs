@@ -329,6 +329,13 @@ async fn a_renew_acknowledged_after_the_lease_was_due_is_lost() {
         ("a", revision + 1)
     );
     assert!(tombstone.revoked, "not a release by the holder");
+    // Not before the lease it renewed was due: until then its holder is
+    // entitled by its last grant, and nobody else may take the key.
+    assert!(
+        tombstone.released_at >= due,
+        "{} < {due}",
+        tombstone.released_at
+    );
 }
 
 #[tokio::test]
