@@ -149,8 +149,7 @@ impl LeaseClient {
             holder: holder(h)?,
             ttl_ms: ttl(t)?,
         };
-        self.call(SUBJECT_ACQUIRE, &req, self.timeout, Resend::Never)
-            .await
+        self.call(SUBJECT_ACQUIRE, &req, self.timeout).await
     }
 
     /// Extends the lease held at `rev` to `t` from now; the reply carries
@@ -168,8 +167,7 @@ impl LeaseClient {
             revision: revision(rev)?,
             ttl_ms: ttl(t)?,
         };
-        self.call(SUBJECT_RENEW, &req, self.timeout, Resend::AtHalfTime)
-            .await
+        self.call(SUBJECT_RENEW, &req, self.timeout).await
     }
 
     /// Frees the lease held at `rev`.
@@ -179,15 +177,13 @@ impl LeaseClient {
             holder: holder(h)?,
             revision: revision(rev)?,
         };
-        self.call(SUBJECT_RELEASE, &req, self.timeout, Resend::AtHalfTime)
-            .await
+        self.call(SUBJECT_RELEASE, &req, self.timeout).await
     }
 
     /// Who holds `key`, read through the stream leader.
     pub async fn owner(&self, k: &str) -> Result<Owner, ClientError> {
         let req = OwnerRequest { key: key(k)? };
-        self.call(SUBJECT_OWNER, &req, self.timeout, Resend::AtHalfTime)
-            .await
+        self.call(SUBJECT_OWNER, &req, self.timeout).await
     }
 
     /// Hands the lease `h` holds at `rev` to `to` for `t` from now, in one
@@ -214,8 +210,7 @@ impl LeaseClient {
     ) -> Result<Grant, ClientError> {
         let req = TransferRequest::new(key(k)?, holder(h)?, revision(rev)?, holder(to)?, ttl(t)?)
             .map_err(invalid)?;
-        self.call(SUBJECT_TRANSFER, &req, self.timeout, Resend::AtHalfTime)
-            .await
+        self.call(SUBJECT_TRANSFER, &req, self.timeout).await
     }
 
     /// One page of the held leases whose key starts with `prefix`, ordered
@@ -252,8 +247,7 @@ impl LeaseClient {
             after: after.map(key).transpose()?,
             limit,
         };
-        self.call(SUBJECT_LIST, &req, self.timeout, Resend::AtHalfTime)
-            .await
+        self.call(SUBJECT_LIST, &req, self.timeout).await
     }
 
     /// Every held lease whose key starts with `prefix`, ordered by key:
@@ -284,25 +278,38 @@ impl LeaseClient {
             payload: Payload(payload),
             timeout_ms: ForwardTimeout::try_from(ms).map_err(invalid)?,
         };
-        self.call(
-            SUBJECT_FORWARD,
-            &req,
-            timeout + FORWARD_MARGIN,
-            Resend::Never,
-        )
-        .await
+        self.call(SUBJECT_FORWARD, &req, timeout + FORWARD_MARGIN)
+            .await
     }
 
-    /// Sends `req` once, and once more at half the timeout if no reply came
-    /// by then (see [`Resend`]); the first reply wins.
+    /// `subject` (one of `api.leases.*`) with a JSON `body` as it is, sent
+    /// as the typed calls send it (timeout, and a renew, release,
+    /// transfer, owner or list sent once more when its reply is late):
+    /// the reply body as the gateway wrote it, error replies included.
+    /// For tools that relay JSON rather than typed values.
+    pub async fn request(&self, subject: &str, body: Bytes) -> Result<Bytes, ClientError> {
+        self.send(subject, body, self.timeout).await
+    }
+
     async fn call<Req: Serialize, Rep: DeserializeOwned>(
         &self,
         subject: &str,
         req: &Req,
         timeout: Duration,
-        resend: Resend,
     ) -> Result<Rep, ClientError> {
         let body = Bytes::from(serde_json::to_vec(req).expect("requests serialize"));
+        decode_reply(&self.send(subject, body, timeout).await?)
+    }
+
+    /// Sends `body` once, and once more at half the timeout if no reply
+    /// came by then and the call may be sent twice ([`Resend`]); the
+    /// first reply wins.
+    async fn send(
+        &self,
+        subject: &str,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, ClientError> {
         let deadline = Instant::now() + timeout;
         let send = |until: Instant| {
             let left = until.saturating_duration_since(Instant::now());
@@ -313,7 +320,7 @@ impl LeaseClient {
         };
         let first = send(deadline);
         tokio::pin!(first);
-        let reply = match resend {
+        let reply = match Resend::of(subject) {
             Resend::Never => first.await,
             Resend::AtHalfTime => {
                 let again_at = Instant::now() + timeout / 2;
@@ -343,7 +350,7 @@ impl LeaseClient {
             RequestErrorKind::TimedOut => ClientError::Timeout(timeout),
             _ => ClientError::Nats(err.to_string()),
         })?;
-        decode_reply(&reply.payload)
+        Ok(reply.payload)
     }
 }
 
@@ -363,6 +370,17 @@ impl LeaseClient {
 enum Resend {
     Never,
     AtHalfTime,
+}
+
+impl Resend {
+    fn of(subject: &str) -> Self {
+        match subject {
+            SUBJECT_RENEW | SUBJECT_RELEASE | SUBJECT_TRANSFER | SUBJECT_OWNER | SUBJECT_LIST => {
+                Resend::AtHalfTime
+            }
+            _ => Resend::Never,
+        }
+    }
 }
 
 fn decode_reply<Rep: DeserializeOwned>(payload: &[u8]) -> Result<Rep, ClientError> {
