@@ -233,6 +233,30 @@ fn a_free_read_of_a_live_unreleased_lease_is_caught() {
 }
 
 #[test]
+fn a_list_that_leaves_out_a_live_lease_or_shows_it_older_is_caught() {
+    // A list reads every key at once: as one owner read of each.
+    let keys = ["k".to_string(), "k2".to_string()];
+    let list = |at_ms: u64, listed: &[(&str, &str, u64)]| {
+        let listed: Vec<_> = listed
+            .iter()
+            .map(|(k, h, r)| (k.to_string(), h.to_string(), *r))
+            .collect();
+        let span = (ms(at_ms), ms(at_ms + 10));
+        common::checker::list_reads(&keys, span, &listed)
+    };
+    // At 1020 k is held at 2 and k2 is free: the whole truth.
+    assert!(check(&with(list(1020, &[("k", "a", 2)]))).is_empty());
+    // k shown at 1 after its renew to 2 completed.
+    assert_only(with(list(1020, &[("k", "a", 1)])), Kind::StaleRead);
+    // At 3100 b holds k at 4 and c holds k2 at 5: a list without k2.
+    assert_only(with(list(3100, &[("k", "b", 4)])), Kind::StaleRead);
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[test]
 fn a_revision_acknowledged_twice_is_a_lost_write() {
     // The stream handed out sequence 5 again after losing the first write.
     assert_only(

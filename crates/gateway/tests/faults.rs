@@ -484,9 +484,37 @@ async fn read(
     until: Duration,
 ) {
     while rec.now() < until {
-        let key = keys[rng.below(keys.len())].clone();
-        read_owner(&client, &rec, &key).await;
+        // One read in four lists every key at once.
+        match rng.below(4) {
+            0 => read_list(&client, &rec, &keys).await,
+            _ => read_owner(&client, &rec, &keys[rng.below(keys.len())]).await,
+        }
         tokio::time::sleep(rng.millis(20, 120)).await;
+    }
+}
+
+/// Lists the bucket: one owner read of every key, over the call's span.
+async fn read_list(client: &async_nats::Client, rec: &Recorder, keys: &[String]) {
+    let start = rec.now();
+    let Ok(reply) = rec.request(client, "list", json!({})).await else {
+        return;
+    };
+    let Some(leases) = reply["leases"].as_array() else {
+        return;
+    };
+    let listed: Vec<_> = leases
+        .iter()
+        .map(|l| {
+            let (holder, revision) = (l["holder"].as_str().unwrap(), l["revision"].as_u64());
+            (
+                l["key"].as_str().unwrap().to_string(),
+                holder.to_string(),
+                revision.unwrap(),
+            )
+        })
+        .collect();
+    for op in checker::list_reads(keys, (start, rec.now()), &listed) {
+        rec.record(op);
     }
 }
 

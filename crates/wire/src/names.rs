@@ -13,11 +13,8 @@ pub const STREAM: &str = "KV_leases";
 /// The stream's subjects: the records, and the read barrier below.
 pub const KEY_SUBJECTS: &str = "$KV.leases.>";
 
-/// Subjects that hold the records: "a key is exactly one subject token".
-pub const RECORD_SUBJECTS: &str = "$KV.leases.*";
-
 /// Where a replicated bucket's reads are confirmed (see `store::bucket`):
-/// two tokens, so never a key, never republished as a change, never listed.
+/// two tokens, so never a key, never republished as a change, never listed as a key.
 pub const READ_BARRIER_SUBJECT: &str = "$KV.leases._dagnats.read";
 
 /// "They use the queue group dagnats-leases, so exactly one dagnats instance

@@ -23,7 +23,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::leases::LeaseCore;
-use super::ports::{Availability, HopOutcome, OwnerHop, Records, StoreError, Write};
+use super::ports::{Availability, HopOutcome, KeyEntry, OwnerHop, Records, StoreError, Write};
 use dagnats_leases_wire::names::{HEADER_EVENT, HEADER_KV_OPERATION};
 use dagnats_leases_wire::record::{Entry, LeaseRecord, RECORD_VERSION, WriteEvent, decode_entry};
 
@@ -290,15 +290,18 @@ impl Records for FakeRecords {
         .boxed()
     }
 
-    fn keys(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+    fn entries(&self) -> BoxFuture<'_, Result<Vec<KeyEntry>, StoreError>> {
         let state = self.state();
-        let keys = state
+        let held = state
             .entries
-            .keys()
-            .chain(state.corrupt.keys())
-            .cloned()
-            .collect();
-        async move { Ok(keys) }.boxed()
+            .iter()
+            .map(|(key, entry)| (key.clone(), Ok(entry.clone())));
+        let corrupt = state.corrupt.iter().map(|(key, &seq)| {
+            let cause = format!("corrupt record at revision {seq}");
+            (key.clone(), Err(StoreError::Corrupt { seq, cause }))
+        });
+        let entries = held.chain(corrupt).collect();
+        async move { Ok(entries) }.boxed()
     }
 
     fn request_repair(&self) {}

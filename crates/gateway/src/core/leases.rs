@@ -490,9 +490,14 @@ impl LeaseCore {
             self.remember(key, *seq, record, Some(*stored_at));
         }
         if let Some(Entry::Free { seq, .. }) = &entry {
-            self.known.freed(key, *seq);
+            self.known_freed(key, *seq);
         }
         Ok(entry)
+    }
+
+    /// Learns from a read that `key` is free at `seq`.
+    pub(super) fn known_freed(&self, key: &str, seq: u64) {
+        self.known.freed(key, seq);
     }
 
     pub(super) fn remember(

@@ -1,9 +1,8 @@
-//! List: the held leases, ordered by key, each read through the stream
-//! leader, a page at a time: at most `limit` leases and, over NATS, never
-//! more bytes than the server's max_payload. A key whose record does not
-//! parse is named apart (`corrupt`), never a reason to answer no listing.
-
-use futures::{Stream, StreamExt, TryStreamExt};
+//! List: the held leases, ordered by key, from one snapshot of the bucket
+//! confirmed current once (see [`Records::entries`]), a page at a time: at
+//! most `limit` leases and, over NATS, never more bytes than the server's
+//! max_payload. A key whose record does not parse is named apart
+//! (`corrupt`), never a reason to answer no listing.
 
 use super::error::LeaseError;
 use super::leases::LeaseCore;
@@ -12,9 +11,6 @@ use dagnats_leases_wire::change::ChangeKind;
 use dagnats_leases_wire::record::Entry;
 use dagnats_leases_wire::reply::{Lease, LeaseList};
 use dagnats_leases_wire::request::{KeyPrefix, ListRequest, MAX_NAME_LEN};
-
-/// Keys read at once while listing.
-const READS_IN_FLIGHT: usize = 16;
 
 /// What bounds a list reply besides the request's own `limit`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -37,15 +33,11 @@ impl LeaseCore {
         let limit = req.limit.map(|l| l.get()).or(bounds.default_limit);
         let after = req.after.as_ref().map(|k| k.as_str());
         let bucket = self.bucket()?;
-        let keys = self.keys_under(bucket, &req.prefix, after).await?;
         let mut page = Page::new(limit, bounds.max_bytes);
-        let reads = self.read_held(bucket, keys);
-        futures::pin_mut!(reads);
-        while let Some(found) = reads.try_next().await? {
+        for found in self.found_under(bucket, &req.prefix, after).await? {
             let fits = match found {
                 Found::Held(_, lease) => page.push(lease),
                 Found::Corrupt(key) => page.push_corrupt(key),
-                Found::Free => true,
             };
             if !fits {
                 break;
@@ -59,69 +51,59 @@ impl LeaseCore {
     /// record does not parse.
     pub(crate) async fn held(&self, prefix: &KeyPrefix) -> Result<Held, LeaseError> {
         let bucket = self.bucket()?;
-        let keys = self.keys_under(bucket, prefix, None).await?;
-        let found: Vec<_> = self.read_held(bucket, keys).try_collect().await?;
         let mut held = Held::default();
-        for found in found {
+        for found in self.found_under(bucket, prefix, None).await? {
             match found {
                 Found::Held(kind, lease) => held.leases.push((kind, lease)),
                 Found::Corrupt(key) => held.corrupt.push(key),
-                Found::Free => {}
             }
         }
         Ok(held)
     }
 
-    /// The keys with a message under `prefix` and after `after`, sorted,
-    /// from the leader's stream info.
-    async fn keys_under(
+    /// The held and the corrupt keys under `prefix` and after `after`,
+    /// ordered by key, from one snapshot; what it shows is remembered like
+    /// any read.
+    async fn found_under(
         &self,
         bucket: &dyn Records,
         prefix: &KeyPrefix,
         after: Option<&str>,
-    ) -> Result<Vec<String>, LeaseError> {
-        let mut keys = bucket.keys().await.map_err(|err| self.store_error(err))?;
-        keys.retain(|key| prefix.matches(key) && after.is_none_or(|after| key.as_str() > after));
-        keys.sort();
-        Ok(keys)
-    }
-
-    /// Reads each key like `owner`, in order: the lease with the event that
-    /// wrote it, a key whose record does not parse, or a key freed since its
-    /// name was listed.
-    fn read_held<'a>(
-        &'a self,
-        bucket: &'a dyn Records,
-        keys: Vec<String>,
-    ) -> impl Stream<Item = Result<Found, LeaseError>> + 'a {
-        futures::stream::iter(keys)
-            .map(move |key| async move {
-                let entry = match self.read_entry(bucket, &key).await {
-                    Ok(entry) => entry,
-                    Err(StoreError::Corrupt { cause, .. }) => {
-                        tracing::warn!(key, cause, "corrupt record left out of a listing");
-                        return Ok(Found::Corrupt(key));
-                    }
-                    Err(err) => return Err(self.store_error(err)),
-                };
-                Ok(match entry {
-                    Some(Entry::Held {
-                        seq,
-                        renewed,
-                        record,
-                        stored_at,
-                    }) => {
-                        let kind = if renewed {
-                            ChangeKind::Renewed
-                        } else {
-                            ChangeKind::Acquired
-                        };
-                        Found::Held(kind, record.lease(&key, seq, Some(stored_at)))
-                    }
-                    _ => Found::Free,
-                })
-            })
-            .buffered(READS_IN_FLIGHT)
+    ) -> Result<Vec<Found>, LeaseError> {
+        let mut entries = bucket
+            .entries()
+            .await
+            .map_err(|err| self.store_error(err))?;
+        entries.retain(|(key, _)| {
+            prefix.matches(key) && after.is_none_or(|after| key.as_str() > after)
+        });
+        entries.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+        let mut found = Vec::with_capacity(entries.len());
+        for (key, entry) in entries {
+            match entry {
+                Ok(Entry::Held {
+                    seq,
+                    renewed,
+                    record,
+                    stored_at,
+                }) => {
+                    self.remember(&key, seq, &record, Some(stored_at));
+                    let kind = if renewed {
+                        ChangeKind::Renewed
+                    } else {
+                        ChangeKind::Acquired
+                    };
+                    found.push(Found::Held(kind, record.lease(&key, seq, Some(stored_at))));
+                }
+                Ok(Entry::Free { seq, .. }) => self.known_freed(&key, seq),
+                Err(StoreError::Corrupt { cause, .. }) => {
+                    tracing::warn!(key, cause, "corrupt record left out of a listing");
+                    found.push(Found::Corrupt(key));
+                }
+                Err(err) => return Err(self.store_error(err)),
+            }
+        }
+        Ok(found)
     }
 }
 
@@ -135,11 +117,10 @@ pub(crate) struct Held {
     pub(crate) corrupt: Vec<String>,
 }
 
-/// What one key of a listing came to.
+/// A key a listing shows: held, or with a record that does not parse.
 enum Found {
     Held(ChangeKind, Lease),
     Corrupt(String),
-    Free,
 }
 
 /// `{"leases":[` + `],"next":` + `}`.

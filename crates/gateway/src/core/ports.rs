@@ -37,8 +37,11 @@ pub(crate) trait Records: Send + Sync {
         write: Write,
     ) -> BoxFuture<'a, Result<u64, StoreError>>;
 
-    /// Every key that has a message (held, released or expired), unordered.
-    fn keys(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+    /// The last entry of every key that has a message (held, released or
+    /// expired), unordered, all as of one moment inside the call: on a
+    /// replicated bucket, confirmed current once for all of them. A key
+    /// whose last message does not parse has [`StoreError::Corrupt`].
+    fn entries(&self) -> BoxFuture<'_, Result<Vec<KeyEntry>, StoreError>>;
 
     /// Asks for the bucket to be checked and created again now, after a
     /// call found it missing.
@@ -48,6 +51,9 @@ pub(crate) trait Records: Send + Sync {
     /// gateway's write): a bucket created again starts above it.
     fn saw(&self, revision: u64);
 }
+
+/// One key of [`Records::entries`], and its last entry or why it has none.
+pub(crate) type KeyEntry = (String, Result<Entry, StoreError>);
 
 /// Whether the bucket can serve now.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,15 +23,15 @@ use std::time::Duration;
 
 use super::jsapi::{ApiError, Failure, JetStream, NO_JETSTREAM, api_subject, code};
 use super::publisher::{Publish, Publisher};
-use crate::core::ports::{StoreError, Write};
+use super::snapshot;
+use crate::core::ports::{KeyEntry, StoreError, Write};
 use async_nats::{HeaderMap, HeaderName, Subject};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use dagnats_leases_wire::names::{
     HEADER_EVENT, HEADER_EXPECTED_SEQ, HEADER_EXPECTED_SEQ_SUBJECT, HEADER_KV_OPERATION,
-    HEADER_PREVIOUS_HOLDER, HEADER_ROLLUP, HEADER_TTL, READ_BARRIER_SUBJECT, RECORD_SUBJECTS,
-    STREAM, key_subject,
+    HEADER_PREVIOUS_HOLDER, HEADER_ROLLUP, HEADER_TTL, READ_BARRIER_SUBJECT, STREAM, key_subject,
 };
 use dagnats_leases_wire::record::{Entry, WriteEvent, decode_entry};
 use dagnats_leases_wire::timefmt;
@@ -69,9 +69,8 @@ pub(super) struct Bucket {
     jetstream: JetStream,
     /// Writes and read barriers.
     publisher: Publisher,
-    /// `STREAM.MSG.GET` and `STREAM.INFO` of the bucket's stream.
+    /// `STREAM.MSG.GET` of the bucket's stream.
     msg_get: Subject,
-    stream_info: Subject,
     /// Highest revision seen by this gateway: if the bucket must ever be
     /// created again, its sequence starts above this so fences still grow.
     highest_seen: Arc<AtomicU64>,
@@ -96,21 +95,6 @@ struct MsgGet {
 }
 
 #[derive(Deserialize)]
-struct StreamInfo {
-    error: Option<ApiError>,
-    state: Option<StreamState>,
-    /// Subjects matching the filter, across all pages.
-    #[serde(default)]
-    total: u64,
-}
-
-#[derive(Deserialize)]
-struct StreamState {
-    #[serde(default)]
-    subjects: HashMap<String, u64>,
-}
-
-#[derive(Deserialize)]
 struct StoredMessage {
     seq: u64,
     #[serde(default)]
@@ -131,7 +115,6 @@ impl Bucket {
             jetstream,
             publisher,
             msg_get: api_subject(&format!("STREAM.MSG.GET.{STREAM}")),
-            stream_info: api_subject(&format!("STREAM.INFO.{STREAM}")),
             highest_seen,
             confirm_reads,
             reads: Arc::default(),
@@ -282,37 +265,22 @@ impl Bucket {
             })
     }
 
-    /// Every key that has a message in the bucket (held, released or
-    /// expired), from the stream leader's `STREAM.INFO`, page by page.
-    pub(super) async fn keys(&self) -> Result<Vec<String>, StoreError> {
-        let prefix = key_subject("");
-        let mut keys = Vec::new();
-        loop {
-            let body = serde_json::to_vec(&serde_json::json!({
-                "subjects_filter": RECORD_SUBJECTS,
-                "offset": keys.len(),
-            }))
-            .expect("a JSON object serializes");
-            let reply = self
-                .jetstream
-                .request(self.stream_info.clone(), HeaderMap::new(), body.into())
-                .await
-                .map_err(|err| or_missing(err, StoreError::Unavailable(NO_JETSTREAM.into())))?;
-            let info: StreamInfo = serde_json::from_slice(&reply)
-                .map_err(|err| StoreError::Unexpected(format!("stream info reply: {err}")))?;
-            if let Some(err) = info.error {
-                return Err(api_error(err));
-            }
-            let page = info.state.map(|s| s.subjects).unwrap_or_default();
-            let got = page.len();
-            keys.extend(
-                page.into_keys()
-                    .filter_map(|subject| subject.strip_prefix(&prefix).map(str::to_string)),
-            );
-            if got == 0 || keys.len() as u64 >= info.total {
-                return Ok(keys);
-            }
-        }
+    /// The last entry of every key, as of a moment after a barrier the
+    /// current leader committed (`snapshot.rs`).
+    pub(super) async fn entries(&self) -> Result<Vec<KeyEntry>, StoreError> {
+        let barrier = Publish {
+            subject: Subject::from_static(READ_BARRIER_SUBJECT),
+            checks: READ_BARRIER_SUBJECT.to_string(),
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+        };
+        let reply = self
+            .publisher
+            .publish(barrier)
+            .await
+            .map_err(|err| or_missing(err, StoreError::Unavailable(NO_LEADER.into())))?;
+        let at = self.acknowledged(&reply)?;
+        snapshot::entries(&self.jetstream, at).await
     }
 
     /// Writes `write` to `key` if the key's last sequence is `expected`

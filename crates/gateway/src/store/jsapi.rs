@@ -84,6 +84,11 @@ impl JetStream {
         JetStream { client }
     }
 
+    /// The connection underneath, for the consumer a listing reads.
+    pub(super) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// One request to `subject` and its reply body, within [`TIMEOUT`].
     pub(super) async fn request(
         &self,

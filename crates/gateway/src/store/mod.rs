@@ -14,6 +14,7 @@ mod bucket;
 mod jsapi;
 mod provision;
 mod publisher;
+mod snapshot;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +26,7 @@ use futures::future::BoxFuture;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::core::ports::{Availability, Records, StoreError, Write};
+use crate::core::ports::{Availability, KeyEntry, Records, StoreError, Write};
 use bucket::Bucket;
 use dagnats_leases_wire::record::Entry;
 use jsapi::JetStream;
@@ -104,9 +105,9 @@ impl Records for Store {
         async move { bucket?.write(key, expected, write).await }.boxed()
     }
 
-    fn keys(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+    fn entries(&self) -> BoxFuture<'_, Result<Vec<KeyEntry>, StoreError>> {
         let bucket = self.bucket();
-        async move { bucket?.keys().await }.boxed()
+        async move { bucket?.entries().await }.boxed()
     }
 
     /// Wakes the provisioner to check the bucket now.

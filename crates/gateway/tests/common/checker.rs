@@ -126,6 +126,33 @@ impl fmt::Display for Violation {
     }
 }
 
+/// A list answer as the reads it makes: one owner read of each of `keys`
+/// over the call's span, held as `listed` (key, holder, revision) says,
+/// free where the list leaves the key out.
+pub fn list_reads(
+    keys: &[String],
+    (start, end): (Duration, Duration),
+    listed: &[(String, String, u64)],
+) -> Vec<Op> {
+    keys.iter()
+        .map(|key| {
+            let outcome = match listed.iter().find(|(k, _, _)| k == key) {
+                Some((_, holder, revision)) => Outcome::Held {
+                    holder: holder.clone(),
+                    revision: *revision,
+                },
+                None => Outcome::Free,
+            };
+            Op {
+                key: key.clone(),
+                start,
+                end,
+                call: Call::Owner { outcome },
+            }
+        })
+        .collect()
+}
+
 /// Every violation in `history`; empty means the history is safe.
 pub fn check(history: &[Op]) -> Vec<Violation> {
     let mut by_key: HashMap<&str, Vec<&Op>> = HashMap::new();

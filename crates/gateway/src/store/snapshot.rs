@@ -1,0 +1,110 @@
+//! Every key's last entry at once, for list and SSE resume: one ordered
+//! consumer that delivers the last message of each subject, confirmed
+//! current once for the whole answer.
+//!
+//! A consumer reads from the node that hosts it, which a partition may have
+//! cut off while it still believes it leads (see `bucket.rs`). So first a
+//! barrier, a publish only the current stream leader can commit, is
+//! acknowledged at sequence `B`. Then the consumer's messages are read
+//! until one at `B` or later has arrived and none is pending. The stream
+//! is one log, so a node that delivered `B` holds every write acknowledged
+//! before the list began: the snapshot is the bucket as of a moment inside
+//! the call. One barrier and one consumer replace a confirmed read per key.
+
+use std::collections::HashMap;
+
+use async_nats::jetstream::Message;
+use async_nats::jetstream::consumer::DeliverPolicy;
+use async_nats::jetstream::consumer::pull::OrderedConfig;
+use futures::StreamExt;
+use time::OffsetDateTime;
+
+use super::jsapi::{JetStream, TIMEOUT};
+use crate::core::ports::{KeyEntry, StoreError};
+use dagnats_leases_wire::names::{KEY_SUBJECTS, STREAM, key_subject};
+use dagnats_leases_wire::record::{Entry, decode_entry};
+
+/// The last entry of every key, from the moment the stream reached at
+/// least `barrier` (the acknowledged barrier's sequence).
+pub(super) async fn entries(
+    jetstream: &JetStream,
+    barrier: u64,
+) -> Result<Vec<KeyEntry>, StoreError> {
+    let unavailable = |what: &str, err: &dyn std::fmt::Display| {
+        StoreError::Unavailable(format!("listing the bucket: {what}: {err}"))
+    };
+    let context = async_nats::jetstream::new(jetstream.client().clone());
+    let stream = context
+        .get_stream_no_info(STREAM)
+        .await
+        .map_err(|err| unavailable("the stream", &err))?;
+    let config = OrderedConfig {
+        // The barrier subject too: its message tells how far the stream got.
+        filter_subject: KEY_SUBJECTS.to_string(),
+        deliver_policy: DeliverPolicy::LastPerSubject,
+        ..Default::default()
+    };
+    let create = stream.create_consumer(config);
+    let consumer = tokio::time::timeout(TIMEOUT, create)
+        .await
+        .map_err(|_| StoreError::Unavailable(timed_out("create a consumer")))?
+        .map_err(|err| unavailable("creating a consumer", &err))?;
+    let name = consumer.cached_info().name.clone();
+    let mut messages = consumer
+        .messages()
+        .await
+        .map_err(|err| unavailable("reading the consumer", &err))?;
+    let prefix = key_subject("");
+    // Each key's latest message: its sequence, when it was stored, itself.
+    let mut last: HashMap<String, (u64, OffsetDateTime, Message)> = HashMap::new();
+    let mut reached = 0;
+    let outcome = loop {
+        let next = match tokio::time::timeout(TIMEOUT, messages.next()).await {
+            Err(_) => break Err(StoreError::Unavailable(timed_out("deliver the bucket"))),
+            Ok(None) => break Err(StoreError::Unavailable("the consumer ended".into())),
+            Ok(Some(Err(err))) => break Err(unavailable("reading the consumer", &err)),
+            Ok(Some(Ok(message))) => message,
+        };
+        let info = next
+            .info()
+            .map_err(|err| StoreError::Unexpected(format!("consumer message: {err}")))?;
+        let (seq, pending, stored_at) = (info.stream_sequence, info.pending, info.published);
+        reached = reached.max(seq);
+        // The barrier subject has a token more than any key.
+        if let Some(key) = next.subject.as_str().strip_prefix(prefix.as_str())
+            && !key.contains('.')
+        {
+            last.insert(key.to_string(), (seq, stored_at, next));
+        }
+        if pending == 0 && reached >= barrier {
+            break Ok(());
+        }
+    };
+    // Gone at once rather than after its inactivity threshold; a failed
+    // delete leaves that to the server.
+    tokio::spawn(async move {
+        let _ = stream.delete_consumer(&name).await;
+    });
+    outcome?;
+    Ok(last
+        .into_iter()
+        .map(|(key, (seq, stored_at, message))| (key, decode(seq, stored_at, &message)))
+        .collect())
+}
+
+/// The entry a delivered message at `seq` holds.
+fn decode(seq: u64, stored_at: OffsetDateTime, message: &Message) -> Result<Entry, StoreError> {
+    let header = |name: &str| {
+        let headers = message.headers.as_ref()?;
+        let (_, values) = headers
+            .iter()
+            .find(|(n, _)| AsRef::<str>::as_ref(*n).eq_ignore_ascii_case(name))?;
+        values.first().map(|value| value.as_str())
+    };
+    decode_entry(seq, stored_at, header, &message.payload)
+        .map_err(|cause| StoreError::Corrupt { seq, cause })
+}
+
+fn timed_out(what: &str) -> String {
+    format!("JetStream did not {what} within {} ms", TIMEOUT.as_millis())
+}
