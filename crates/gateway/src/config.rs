@@ -228,7 +228,9 @@ impl NatsConfig {
 
     /// The NATS connection options (auth, TLS) these settings describe.
     pub(crate) async fn connect_options(&self) -> Result<async_nats::ConnectOptions, String> {
-        let mut options = async_nats::ConnectOptions::new().name("dagnats-leases");
+        let mut options = async_nats::ConnectOptions::new()
+            .name("dagnats-leases")
+            .ping_interval(PING_INTERVAL);
         if let Some(path) = &self.nats_creds {
             options = options
                 .credentials_file(path)
@@ -256,6 +258,14 @@ impl NatsConfig {
         Ok(options)
     }
 }
+
+/// How often the gateway pings its server. A node cut off from the
+/// gateway (a partition, a frozen host) leaves its connection open and
+/// silent; after two unanswered pings the gateway reconnects to another
+/// node of `NATS_URL`. With async-nats' default of 60 s it stayed on the
+/// dead connection up to two minutes, serving nobody, and the fault run
+/// saw requests answered by no gateway at all.
+const PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn require_file(name: &str, path: &std::path::Path) -> Result<(), String> {
     if path.is_file() {

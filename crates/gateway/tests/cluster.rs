@@ -184,6 +184,30 @@ async fn a_gateway_whose_node_is_killed_reconnects_to_another_and_keeps_serving(
 }
 
 #[tokio::test]
+async fn a_gateway_whose_node_goes_silent_reconnects_to_another_within_a_few_pings() {
+    // Cut off from everyone, the node leaves the gateway's connection open
+    // and silent: only pings tell the gateway to go elsewhere.
+    let Some(cluster) = isolated("a gateway leaving a silent node").await else {
+        return;
+    };
+    let _gateway = cluster::gateway(&cluster.urls()).await;
+    let on = eventually("the gateway's node", Duration::from_secs(10), || async {
+        cluster.nodes.iter().position(|n| n.gateways() == 1)
+    })
+    .await;
+    cluster.isolate(on);
+    let started = Instant::now();
+    let moved = eventually(
+        "the gateway to reconnect to a node it can reach",
+        Duration::from_secs(20),
+        || async { (0..NODES).find(|&i| i != on && cluster.nodes[i].gateways() == 1) },
+    )
+    .await;
+    println!("reconnected to node {moved} after {:?}", started.elapsed());
+    cluster.heal(on);
+}
+
+#[tokio::test]
 async fn concurrent_identical_renews_get_one_new_fence_and_never_internal() {
     let p = Pinned::start().await;
     let lease = call(&p.clients[0], "acquire", acquire("k", "h")).await;
