@@ -160,10 +160,7 @@ impl LeaseCore {
                     record,
                     stored_at,
                 } if record.prev == revision && record.holder == req.holder.as_str() => {
-                    Some(Ok(Grant {
-                        granted: true,
-                        lease: record.lease(key, *seq, Some(*stored_at)),
-                    }))
+                    Some(Ok(granted_again(key, *seq, record, *stored_at)))
                 }
                 _ => None,
             };
@@ -555,6 +552,20 @@ fn lease_record(
         written_at,
         prev,
         previous_holder: None,
+    }
+}
+
+/// The grant a retried call answers when its first write already landed
+/// as `record`, at `seq`.
+pub(super) fn granted_again(
+    key: &str,
+    seq: u64,
+    record: &LeaseRecord,
+    stored_at: OffsetDateTime,
+) -> Grant {
+    Grant {
+        granted: true,
+        lease: record.lease(key, seq, Some(stored_at)),
     }
 }
 

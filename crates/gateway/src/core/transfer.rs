@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 use super::budget::within_budget;
 use super::error::LeaseError;
 use super::known::Known;
-use super::leases::{LeaseCore, clear_of_expiry, lost};
+use super::leases::{LeaseCore, clear_of_expiry, granted_again, lost};
 use super::ports::{Records, StoreError, Write};
 use dagnats_leases_wire::record::{Entry, LeaseRecord, RECORD_VERSION, WriteEvent};
 use dagnats_leases_wire::reply::Grant;
@@ -55,10 +55,7 @@ impl LeaseCore {
                     && record.holder == req.to.as_str()
                     && record.previous_holder.as_deref() == Some(req.holder.as_str()) =>
                 {
-                    Some(Ok(Grant {
-                        granted: true,
-                        lease: record.lease(key, *seq, Some(*stored_at)),
-                    }))
+                    Some(Ok(granted_again(key, *seq, record, *stored_at)))
                 }
                 _ => None,
             };

@@ -185,18 +185,7 @@ impl Bucket {
             let mut headers = HeaderMap::new();
             headers.insert(EXPECTED_SEQ, seq.to_string().as_str());
             headers.insert(EXPECTED_SEQ_SUBJECT, checks.as_str());
-            let barrier = Publish {
-                subject: Subject::from_static(READ_BARRIER_SUBJECT),
-                checks,
-                headers,
-                body: Bytes::new(),
-            };
-            let reply = self
-                .publisher
-                .publish(barrier)
-                .await
-                // A node that stopped leading no longer listens: no leader here.
-                .map_err(|err| or_missing(err, StoreError::Unavailable(NO_LEADER.into())))?;
+            let reply = self.barrier(checks, headers).await?;
             let ack: PubAck = serde_json::from_slice(&reply)
                 .map_err(|err| StoreError::Unexpected(format!("barrier ack: {err}")))?;
             match ack.error {
@@ -268,19 +257,27 @@ impl Bucket {
     /// The last entry of every key, as of a moment after a barrier the
     /// current leader committed (`snapshot.rs`).
     pub(super) async fn entries(&self) -> Result<Vec<KeyEntry>, StoreError> {
-        let barrier = Publish {
-            subject: Subject::from_static(READ_BARRIER_SUBJECT),
-            checks: READ_BARRIER_SUBJECT.to_string(),
-            headers: HeaderMap::new(),
-            body: Bytes::new(),
-        };
         let reply = self
-            .publisher
-            .publish(barrier)
-            .await
-            .map_err(|err| or_missing(err, StoreError::Unavailable(NO_LEADER.into())))?;
+            .barrier(READ_BARRIER_SUBJECT.to_string(), HeaderMap::new())
+            .await?;
         let at = self.acknowledged(&reply)?;
         snapshot::entries(&self.jetstream, at).await
+    }
+
+    /// A publish to [`READ_BARRIER_SUBJECT`] with `headers` (its checks on
+    /// the subject `checks`), and its acknowledgement.
+    async fn barrier(&self, checks: String, headers: HeaderMap) -> Result<Bytes, StoreError> {
+        let barrier = Publish {
+            subject: Subject::from_static(READ_BARRIER_SUBJECT),
+            checks,
+            headers,
+            body: Bytes::new(),
+        };
+        self.publisher
+            .publish(barrier)
+            .await
+            // A node that stopped leading no longer listens: no leader here.
+            .map_err(|err| or_missing(err, StoreError::Unavailable(NO_LEADER.into())))
     }
 
     /// Writes `write` to `key` if the key's last sequence is `expected`
