@@ -360,12 +360,15 @@ impl LeaseClient {
 /// every request. One whose node froze or was cut off still gets requests
 /// until its routes close (4 to 6 s with 2 s route pings), and they are
 /// lost there. Sending the same request again at half the timeout lets
-/// another gateway answer it. Only calls whose copy, whenever it runs,
-/// changes nothing the first did not are sent twice: renew, release and
-/// transfer (fenced: a copy gets the first one's outcome, or `lost` once
-/// the key moved on), owner and list (reads). Acquire is not: a copy held
-/// up in a frozen node could take the key again after its holder released
-/// it. Forward is not: the owner could process it twice.
+/// another gateway answer it. Every call the seed makes safe to repeat is
+/// sent twice: acquire (idempotent: the holder asking again gets its lease
+/// back), renew, release and transfer (fenced: a copy gets the first one's
+/// outcome, or `lost` once the key moved on), owner and list (reads). A
+/// copy held up in a paused node can still run late, as a retry after a
+/// timeout can: an acquire then takes the key again after its holder
+/// released it, which a waiting keeper takes up and anyone else waits out
+/// for one TTL. Forward is never sent twice: the owner could process it
+/// twice ("a timeout is never retried").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Resend {
     Never,
@@ -375,9 +378,8 @@ enum Resend {
 impl Resend {
     fn of(subject: &str) -> Self {
         match subject {
-            SUBJECT_RENEW | SUBJECT_RELEASE | SUBJECT_TRANSFER | SUBJECT_OWNER | SUBJECT_LIST => {
-                Resend::AtHalfTime
-            }
+            SUBJECT_ACQUIRE | SUBJECT_RENEW | SUBJECT_RELEASE | SUBJECT_TRANSFER
+            | SUBJECT_OWNER | SUBJECT_LIST => Resend::AtHalfTime,
             _ => Resend::Never,
         }
     }

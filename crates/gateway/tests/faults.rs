@@ -42,7 +42,7 @@ const TTL: Duration = Duration::from_secs(3);
 const GATEWAY_ARGS: &[&str] = &["--replicas", "3", "--publishes-in-flight", "1"];
 
 /// A client's bound on one call: above the gateway's 4.5 s call budget.
-/// A renew, release, transfer or owner is sent again at half of it.
+/// Every call but forward is sent again at half of it.
 const CALL_TIMEOUT: Duration = Duration::from_secs(6);
 
 /// SplitMix64: a small deterministic generator, so a seed fixes every
@@ -156,8 +156,8 @@ impl Recorder {
     }
 }
 
-/// One call's reply, sent as the Rust client sends it (a renew, release,
-/// transfer or owner sent once more when half its timeout passed): JSON,
+/// One call's reply, sent as the Rust client sends it (every call but
+/// forward sent once more when half its timeout passed): JSON,
 /// or why there was none.
 async fn request(client: &async_nats::Client, op: &str, body: Value) -> Result<Value, String> {
     let payload = serde_json::to_vec(&body).unwrap();
@@ -871,7 +871,7 @@ async fn fault_run(plan: Plan) -> usize {
     for i in 0..plan.holders {
         let holder = Holder {
             name: format!("holder-{i}"),
-            client: cluster.client().await,
+            client: cluster.holder_client().await,
             rec: rec.clone(),
             acting: Arc::default(),
             mailboxes: mailboxes.clone(),
@@ -884,7 +884,7 @@ async fn fault_run(plan: Plan) -> usize {
         )));
     }
     for _ in 0..plan.readers {
-        let client = cluster.client().await;
+        let client = cluster.holder_client().await;
         tasks.push(tokio::spawn(read(
             client,
             rec.clone(),
@@ -894,7 +894,7 @@ async fn fault_run(plan: Plan) -> usize {
         )));
     }
     for _ in 0..plan.forwarders {
-        let client = cluster.client().await;
+        let client = cluster.holder_client().await;
         tasks.push(tokio::spawn(forward(
             client,
             rec.clone(),
@@ -903,7 +903,7 @@ async fn fault_run(plan: Plan) -> usize {
             until,
         )));
     }
-    tokio::spawn(watch_events(cluster.client().await, rec.clone()));
+    tokio::spawn(watch_events(cluster.holder_client().await, rec.clone()));
     let mut logs = Vec::new();
     let (faults, spans) = inject(
         &mut cluster,
@@ -1009,7 +1009,7 @@ async fn setting(
         ("renew interval", secs(TTL / 3)),
         ("client call timeout", secs(CALL_TIMEOUT)),
         (
-            "client resend (renew, release, transfer, owner)",
+            "client resend (every call but forward)",
             secs(CALL_TIMEOUT / 2),
         ),
         ("forward timeout", "1 s".to_string()),

@@ -287,12 +287,21 @@ impl Cluster {
             .join(",")
     }
 
-    /// A client that fails over between every node, pinging every 2 s as
+    /// A client that fails over between every node.
+    pub async fn client(&self) -> async_nats::Client {
+        self.connect(async_nats::ConnectOptions::new()).await
+    }
+
+    /// A holder's client: [`Cluster::client`] pinging every 2 s, as
     /// docs/operations.md tells holders to, so it leaves a silent node
     /// within seconds.
-    pub async fn client(&self) -> async_nats::Client {
-        async_nats::ConnectOptions::new()
-            .ping_interval(Duration::from_secs(2))
+    pub async fn holder_client(&self) -> async_nats::Client {
+        let options = async_nats::ConnectOptions::new().ping_interval(Duration::from_secs(2));
+        self.connect(options).await
+    }
+
+    async fn connect(&self, options: async_nats::ConnectOptions) -> async_nats::Client {
+        options
             .retry_on_initial_connect()
             .max_reconnects(None)
             .connect(self.nodes.iter().map(|n| n.url.clone()).collect::<Vec<_>>())
