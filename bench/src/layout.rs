@@ -102,6 +102,7 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
     }
 
     let gateway_pids: Vec<u32> = setup.gateways.iter().map(|(_, pid)| *pid).collect();
+    let before_scale = bucket_messages(nats).await;
     let mut scales = Vec::new();
     for holders in &params.scale_holders {
         eprintln!("[{}] scale, {holders} holders ...", setup.name);
@@ -110,6 +111,14 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
         scales.push(scale::run(leases, &gateway_pids, *holders, ttl, run_for).await);
     }
 
+    // The scale phase's leases expire in seconds and leave markers for a
+    // few more; a list measured among them would read twice the keys it
+    // reports, while the server writes their markers.
+    eprintln!(
+        "[{}] waiting for the scale leases to expire ...",
+        setup.name
+    );
+    wait_for_bucket(nats, before_scale).await;
     eprintln!(
         "[{}] list and SSE fan-out, {} clients, {} leases held ...",
         setup.name, params.sse_clients, params.sse_leases
@@ -197,4 +206,23 @@ async fn etcd(members: &'static [&'static str], params: &Params) -> Option<Etcd>
         get_throughput,
         range,
     })
+}
+
+/// How many messages the bucket's stream holds now.
+async fn bucket_messages(nats: &async_nats::Client) -> u64 {
+    let info = nats
+        .request("$JS.API.STREAM.INFO.KV_leases", "".into())
+        .await
+        .expect("stream info");
+    let info: serde_json::Value = serde_json::from_slice(&info.payload).expect("JSON");
+    info["state"]["messages"].as_u64().unwrap_or_default()
+}
+
+/// Waits until the bucket is back to about `messages` (each marker gone),
+/// for at most a minute.
+async fn wait_for_bucket(nats: &async_nats::Client, messages: u64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while bucket_messages(nats).await > messages + 100 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }

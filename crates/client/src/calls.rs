@@ -358,7 +358,7 @@ impl LeaseClient {
 ///
 /// The queue group hands each request to one gateway, picked anew for
 /// every request. One whose node froze or was cut off still gets requests
-/// until its routes close (4 to 6 s with 2 s route pings), and they are
+/// until its routes close (2 to 3 s with 1 s route pings), and they are
 /// lost there. Sending the same request again at half the timeout lets
 /// another gateway answer it. Every call the seed makes safe to repeat is
 /// sent twice: acquire (idempotent: the holder asking again gets its lease

@@ -356,7 +356,7 @@ cluster {{
   listen: "{}:{}"
   advertise: "{}:{}"
   routes: [{routes}]
-  ping_interval: "2s"
+  ping_interval: "1s"
   ping_max: 2
 }}
 "#,
