@@ -137,10 +137,18 @@ impl LeaseCore {
                 let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
                 let renewed = self.renew_at(bucket, req, held.acquired_at);
                 // A late renew is withdrawn: nothing stays held in the name of
-                // a holder told it lost the lease.
-                let withdraw = move |grant: Grant| async move {
-                    self.withdraw(bucket, req, &grant.lease, held.expires_at)
-                        .await
+                // a holder told it lost the lease. On a task of its own, so
+                // the call budget running out cannot stop it half done.
+                let withdraw = move |grant: Grant| {
+                    let (core, req) = (self.clone(), req.clone());
+                    let withdrawal = tokio::spawn(async move {
+                        let bucket = &*core.records;
+                        core.withdraw(bucket, &req, &grant.lease, held.expires_at)
+                            .await
+                    });
+                    async move {
+                        let _ = withdrawal.await;
+                    }
                 };
                 clear_of_expiry(
                     "renew",

@@ -339,6 +339,46 @@ async fn a_renew_acknowledged_after_the_lease_was_due_is_lost() {
 }
 
 #[tokio::test]
+async fn a_late_renew_is_withdrawn_even_when_the_call_budget_runs_out_first() {
+    // Acknowledged at 4.4 s, inside the margin of a lease due at 4.6 s: the
+    // withdrawal waits for 4.6 s, past the 4.5 s budget that answers the
+    // call. It must finish anyway, or the late record would stay.
+    let (core, records) = core();
+    let due = OffsetDateTime::now_utc() + Duration::from_millis(4_600);
+    let revision = records.hold("k", "a", 1_000, due - Duration::from_millis(1_000));
+    // Read once, so the renew's one round trip is its write.
+    core.owner(request(json!({"key": "k"}))).await.unwrap();
+    records.round_trip(Duration::from_millis(4_400));
+    let err = renew(&core, "a", revision).await.unwrap_err();
+    assert_eq!(
+        (err.kind(), err.to_string().as_str()),
+        (Kind::Unavailable, OVER_BUDGET)
+    );
+    records.round_trip(Duration::ZERO);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    while !matches!(records.entry("k"), Some(Entry::Free { .. })) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            records.entry("k")
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let Some(Entry::Free {
+        released: Some(tombstone),
+        ..
+    }) = records.entry("k")
+    else {
+        unreachable!()
+    };
+    assert_eq!(
+        (tombstone.holder.as_str(), tombstone.prev),
+        ("a", revision + 1)
+    );
+    assert!(tombstone.released_at >= due);
+}
+
+#[tokio::test]
 async fn a_retry_of_a_renew_refused_as_too_late_is_lost_too() {
     let (core, records) = core();
     let now = OffsetDateTime::now_utc();
