@@ -285,13 +285,18 @@ async fn hole(client: &async_nats::Client, subject: &str) -> async_nats::Subscri
     hole
 }
 
-/// Whether `hole` got its request.
-async fn swallowed(hole: &mut async_nats::Subscriber) -> bool {
+/// Whether `hole` got its request. The hole is gone from the server when
+/// this returns, so the next round's request cannot meet it.
+async fn swallowed(client: &async_nats::Client, mut hole: async_nats::Subscriber) -> bool {
     use futures::StreamExt;
-    matches!(
+    let got = matches!(
         tokio::time::timeout(Duration::ZERO, hole.next()).await,
         Ok(Some(_))
-    )
+    );
+    // Already gone if it got its one request; a second UNSUB is harmless.
+    let _ = hole.unsubscribe().await;
+    client.flush().await.unwrap();
+    got
 }
 
 /// How many calls a test makes before the queue group, with even odds
@@ -310,14 +315,14 @@ async fn a_renew_lost_in_a_gateway_that_never_answers_is_sent_again_and_answered
     let hole_client = common::client(&s.server.url).await;
     let mut picked = false;
     for round in 0..ROUNDS {
-        let mut hole = hole(&hole_client, SUBJECT_RENEW).await;
+        let hole = hole(&hole_client, SUBJECT_RENEW).await;
         let renewed = leases
             .renew("k", "a", fence, ttl)
             .await
             .unwrap_or_else(|err| panic!("round {round}: {err}"));
         assert!(renewed.lease.revision > fence, "round {round}: {renewed:?}");
         fence = renewed.lease.revision;
-        if swallowed(&mut hole).await {
+        if swallowed(&hole_client, hole).await {
             picked = true;
             break;
         }
@@ -340,14 +345,14 @@ async fn an_acquire_lost_in_a_gateway_that_never_answers_is_sent_again_and_answe
     let hole_client = common::client(&s.server.url).await;
     let mut picked = false;
     for round in 0..ROUNDS {
-        let mut hole = hole(&hole_client, SUBJECT_ACQUIRE).await;
+        let hole = hole(&hole_client, SUBJECT_ACQUIRE).await;
         let key = format!("k-{round}");
         let grant = leases
             .acquire(&key, "a", Duration::from_secs(30))
             .await
             .unwrap_or_else(|err| panic!("round {round}: {err}"));
         assert!(grant.granted, "round {round}: {grant:?}");
-        if swallowed(&mut hole).await {
+        if swallowed(&hole_client, hole).await {
             let owner = leases.owner(&key).await.unwrap();
             assert!(matches!(owner, Owner::Held(l) if l.revision == grant.lease.revision));
             picked = true;
@@ -371,13 +376,13 @@ async fn a_forward_lost_in_a_gateway_that_never_answers_is_not_sent_again() {
     let hole_client = common::client(&s.server.url).await;
     let mut picked = false;
     for round in 0..ROUNDS {
-        let mut hole = hole(&hole_client, SUBJECT_FORWARD).await;
+        let hole = hole(&hole_client, SUBJECT_FORWARD).await;
         // Nobody holds the key: a copy reaching the gateway would answer
         // `not_held` at once.
         let called = leases
             .forward("f", Bytes::from_static(b"x"), Duration::from_millis(100))
             .await;
-        if swallowed(&mut hole).await {
+        if swallowed(&hole_client, hole).await {
             assert!(
                 matches!(called, Err(ClientError::Timeout(_))),
                 "round {round}: {called:?}"
