@@ -299,6 +299,11 @@ async fn swallowed(client: &async_nats::Client, mut hole: async_nats::Subscriber
     got
 }
 
+/// The resend tests' call timeout: the copy goes at 2 s and has 2 s to be
+/// answered by a gateway busy with the other tests (1 s was not always
+/// enough on two loaded cores).
+const RESEND_TIMEOUT: Duration = Duration::from_secs(4);
+
 /// How many calls a test makes before the queue group, with even odds
 /// each time, has picked the hole once.
 const ROUNDS: usize = 30;
@@ -309,7 +314,7 @@ async fn a_renew_lost_in_a_gateway_that_never_answers_is_sent_again_and_answered
     // timeout: sent again at half of it, to the one gateway left.
     use dagnats_leases_client::wire::names::SUBJECT_RENEW;
     let s = Setup::start().await;
-    let leases = LeaseClient::new(s.client.clone()).with_timeout(Duration::from_secs(2));
+    let leases = LeaseClient::new(s.client.clone()).with_timeout(RESEND_TIMEOUT);
     let ttl = Duration::from_secs(30);
     let mut fence = leases.acquire("k", "a", ttl).await.unwrap().lease.revision;
     let hole_client = common::client(&s.server.url).await;
@@ -341,7 +346,7 @@ async fn an_acquire_lost_in_a_gateway_that_never_answers_is_sent_again_and_answe
     // Acquire is idempotent: its copy gets the first one's lease.
     use dagnats_leases_client::wire::names::SUBJECT_ACQUIRE;
     let s = Setup::start().await;
-    let leases = LeaseClient::new(s.client.clone()).with_timeout(Duration::from_secs(2));
+    let leases = LeaseClient::new(s.client.clone()).with_timeout(RESEND_TIMEOUT);
     let hole_client = common::client(&s.server.url).await;
     let mut picked = false;
     for round in 0..ROUNDS {
