@@ -153,7 +153,7 @@ async fn forward_reads_the_payload_from_stdin_and_prints_the_owners_bytes() {
     let s = Setup::start().await;
     s.acquire("k", "w", 15000).await;
     let mut inbox = s.client.subscribe("dagnats.lease.inbox.w.>").await.unwrap();
-    s.client.flush().await.unwrap();
+    common::settle(&s.client).await;
     let client = s.client.clone();
     tokio::spawn(async move {
         use futures::StreamExt;

@@ -273,7 +273,8 @@ async fn the_owner_inbox_handles_requests_only_for_keys_it_owns() {
 
 /// A member of the gateways' queue group on `subject` that swallows the
 /// first request it gets, as a gateway on a frozen node does until its
-/// routes close; unsubscribed by the server once it got it.
+/// routes close; the server drops it once it got one. In the group when
+/// this returns.
 async fn hole(client: &async_nats::Client, subject: &str) -> async_nats::Subscriber {
     use dagnats_leases_client::wire::names::QUEUE_GROUP;
     let mut hole = client
@@ -281,27 +282,28 @@ async fn hole(client: &async_nats::Client, subject: &str) -> async_nats::Subscri
         .await
         .unwrap();
     hole.unsubscribe_after(1).await.unwrap();
-    client.flush().await.unwrap();
+    common::settle(client).await;
     hole
 }
 
-/// Whether `hole` got its request. The hole is gone from the server when
-/// this returns, so the next round's request cannot meet it.
+/// Whether `hole` got its request. The hole is out of the group when this
+/// returns, so the next round's request cannot meet it.
 async fn swallowed(client: &async_nats::Client, mut hole: async_nats::Subscriber) -> bool {
     use futures::StreamExt;
+    // Whatever the server handed the hole has been read by now.
+    common::settle(client).await;
     let got = matches!(
         tokio::time::timeout(Duration::ZERO, hole.next()).await,
         Ok(Some(_))
     );
     // Already gone if it got its one request; a second UNSUB is harmless.
     let _ = hole.unsubscribe().await;
-    client.flush().await.unwrap();
+    common::settle(client).await;
     got
 }
 
 /// The resend tests' call timeout: the copy goes at 2 s and has 2 s to be
-/// answered by a gateway busy with the other tests (1 s was not always
-/// enough on two loaded cores).
+/// answered, ample for a gateway sharing two cores with the other tests.
 const RESEND_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// How many calls a test makes before the queue group, with even odds

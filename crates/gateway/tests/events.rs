@@ -26,7 +26,7 @@ async fn next(sub: &mut async_nats::Subscriber) -> Message {
 /// A subscription to key `k`'s change events, registered with the server.
 async fn changes_of_k(s: &Setup) -> async_nats::Subscriber {
     let sub = s.client.subscribe("dagnats.lease.changed.k").await.unwrap();
-    s.client.flush().await.unwrap();
+    common::settle(&s.client).await;
     sub
 }
 

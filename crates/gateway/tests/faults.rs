@@ -229,7 +229,7 @@ impl Holder {
             .subscribe(format!("dagnats.lease.inbox.{}.>", self.name))
             .await
             .unwrap();
-        self.client.flush().await.unwrap();
+        common::settle(&self.client).await;
         let (client, rec, acting, name) = (
             self.client.clone(),
             self.rec.clone(),

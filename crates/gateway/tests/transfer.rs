@@ -181,7 +181,7 @@ async fn changes_of_k(client: &async_nats::Client) -> async_nats::Subscriber {
         .subscribe(ChangeEvent::subject(Some("k")))
         .await
         .unwrap();
-    client.flush().await.unwrap();
+    common::settle(client).await;
     changes
 }
 

@@ -217,3 +217,20 @@ pub async fn client(url: &str) -> async_nats::Client {
         .await
         .expect("connecting to nats-server")
 }
+
+/// Returns once the server has handled everything sent on `client` before
+/// (a subscription is in its interest, an unsubscription gone from it) and
+/// `client` has read every message the server sent it before. A server
+/// handles each connection's operations in order, so a message `client`
+/// sends itself comes back after all of them; `flush` only writes the
+/// socket, and another connection's publish can overtake it.
+pub async fn settle(client: &async_nats::Client) {
+    use futures::StreamExt;
+    let subject = client.new_inbox();
+    let mut echo = client.subscribe(subject.clone()).await.unwrap();
+    client.publish(subject, Default::default()).await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), echo.next())
+        .await
+        .expect("the server echoes a message within 10 s")
+        .expect("the connection stays open");
+}

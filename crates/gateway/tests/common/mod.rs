@@ -19,7 +19,7 @@ pub mod takeover;
 
 pub use dagnats_leases_testkit::gateway::command;
 pub use dagnats_leases_testkit::nats::{
-    client, js_api, old_server_binary, server_binary, stream_info, try_js_api,
+    client, js_api, old_server_binary, server_binary, settle, stream_info, try_js_api,
 };
 pub use dagnats_leases_testkit::{
     Gateway, Log, NatsServer, ServerOptions, cluster, eventually, netns,

@@ -39,7 +39,7 @@ impl Owner {
             .subscribe(format!("dagnats.lease.inbox.{holder}.>"))
             .await
             .unwrap();
-        client.flush().await.unwrap();
+        dagnats_leases_testkit::nats::settle(client).await;
         let fences = Arc::new(Mutex::new(Vec::new()));
         let (seen, client) = (fences.clone(), client.clone());
         tokio::spawn(async move {
