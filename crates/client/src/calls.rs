@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use tokio::time::{Instant, sleep_until};
 
 use async_nats::RequestErrorKind;
@@ -283,8 +285,8 @@ impl LeaseClient {
     }
 
     /// `subject` (one of `api.leases.*`) with a JSON `body` as it is, sent
-    /// as the typed calls send it (timeout, and a renew, release,
-    /// transfer, owner or list sent once more when its reply is late):
+    /// as the typed calls send it (timeout, and copies of every call but
+    /// forward when its reply is late, see [`Resend`]):
     /// the reply body as the gateway wrote it, error replies included.
     /// For tools that relay JSON rather than typed values.
     pub async fn request(&self, subject: &str, body: Bytes) -> Result<Bytes, ClientError> {
@@ -301,47 +303,41 @@ impl LeaseClient {
         decode_reply(&self.send(subject, body, timeout).await?)
     }
 
-    /// Sends `body` once, and once more at half the timeout if no reply
-    /// came by then and the call may be sent twice ([`Resend`]); the
-    /// first reply wins.
+    /// Sends `body`, and again at each of [`Resend`]'s times that passes
+    /// with no reply; the first reply wins. A failure (no gateway, the
+    /// connection gone) is the answer only when no other copy is in flight.
     async fn send(
         &self,
         subject: &str,
         body: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, ClientError> {
-        let deadline = Instant::now() + timeout;
-        let send = |until: Instant| {
-            let left = until.saturating_duration_since(Instant::now());
+        let start = Instant::now();
+        let deadline = start + timeout;
+        let send = || {
+            let left = deadline.saturating_duration_since(Instant::now());
             let request = async_nats::Request::new()
                 .payload(body.clone())
                 .timeout(Some(left));
             self.nats.send_request(subject.to_string(), request)
         };
-        let first = send(deadline);
-        tokio::pin!(first);
-        let reply = match Resend::of(subject) {
-            Resend::Never => first.await,
-            Resend::AtHalfTime => {
-                let again_at = Instant::now() + timeout / 2;
-                tokio::select! {
-                    reply = &mut first => reply,
-                    () = sleep_until(again_at) => {
-                        let second = send(deadline);
-                        tokio::pin!(second);
-                        // The first reply of either; a failed one leaves
-                        // the other to answer.
-                        tokio::select! {
-                            reply = &mut first => match reply {
-                                Ok(reply) => Ok(reply),
-                                Err(_) => second.await,
-                            },
-                            reply = &mut second => match reply {
-                                Ok(reply) => Ok(reply),
-                                Err(_) => first.await,
-                            },
-                        }
-                    }
+        let mut copies_at = Resend::of(subject)
+            .copies(timeout)
+            .into_iter()
+            .map(|at| start + at);
+        let mut next_copy = copies_at.next();
+        let mut in_flight = FuturesUnordered::new();
+        in_flight.push(send());
+        let reply = loop {
+            tokio::select! {
+                Some(reply) = in_flight.next() => match reply {
+                    Ok(reply) => break Ok(reply),
+                    Err(err) if in_flight.is_empty() => break Err(err),
+                    Err(_) => {}
+                },
+                () = sleep_until(next_copy.unwrap_or(deadline)), if next_copy.is_some() => {
+                    in_flight.push(send());
+                    next_copy = copies_at.next();
                 }
             }
         };
@@ -357,30 +353,41 @@ impl LeaseClient {
 /// Whether a call is sent again when its reply is late.
 ///
 /// The queue group hands each request to one gateway, picked anew for
-/// every request. One whose node froze or was cut off still gets requests
-/// until its routes close (2 to 3 s with 1 s route pings), and they are
-/// lost there. Sending the same request again at half the timeout lets
-/// another gateway answer it. Every call the seed makes safe to repeat is
-/// sent twice: acquire (idempotent: the holder asking again gets its lease
-/// back), renew, release and transfer (fenced: a copy gets the first one's
-/// outcome, or `lost` once the key moved on), owner and list (reads). A
-/// copy held up in a paused node can still run late, as a retry after a
-/// timeout can: an acquire then takes the key again after its holder
-/// released it, which a waiting keeper takes up and anyone else waits out
-/// for one TTL. Forward is never sent twice: the owner could process it
-/// twice ("a timeout is never retried").
+/// every request among all the cluster's gateways, not the caller's node's
+/// first. One whose node froze or was cut off still gets requests until
+/// its routes close (2 to 3 s with 1 s route pings), and they are lost
+/// there. Copies sent at half and at three quarters of the timeout let
+/// another gateway answer: the second copy leaves after any route cut
+/// before the call began has closed, even with a 5 s timeout. Every call
+/// the seed makes safe to repeat is sent again: acquire (idempotent: the
+/// holder asking again gets its lease back), renew, release and transfer
+/// (fenced: a copy gets the first one's outcome, or `lost` once the key
+/// moved on), owner and list (reads). A copy held up in a paused node can
+/// still run late, as a retry after a timeout can: an acquire then takes
+/// the key again after its holder released it, which a waiting keeper
+/// takes up and anyone else waits out for one TTL. Forward is never sent
+/// twice: the owner could process it twice ("a timeout is never retried").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Resend {
     Never,
-    AtHalfTime,
+    AtHalfAndThreeQuarters,
 }
 
 impl Resend {
     fn of(subject: &str) -> Self {
         match subject {
             SUBJECT_ACQUIRE | SUBJECT_RENEW | SUBJECT_RELEASE | SUBJECT_TRANSFER
-            | SUBJECT_OWNER | SUBJECT_LIST => Resend::AtHalfTime,
+            | SUBJECT_OWNER | SUBJECT_LIST => Resend::AtHalfAndThreeQuarters,
             _ => Resend::Never,
+        }
+    }
+
+    /// When copies leave, counted from the first send of a call that
+    /// waits `timeout` in all.
+    fn copies(self, timeout: Duration) -> Vec<Duration> {
+        match self {
+            Resend::Never => Vec::new(),
+            Resend::AtHalfAndThreeQuarters => vec![timeout / 2, timeout * 3 / 4],
         }
     }
 }
@@ -424,6 +431,23 @@ mod tests {
         );
         let err = decode_reply::<Grant>(br#"{"error":"x","kind":"brand_new"}"#).unwrap_err();
         assert_eq!(err.kind(), Some(&Kind::Other("brand_new".into())));
+    }
+
+    #[test]
+    fn every_call_but_forward_is_copied_at_half_and_three_quarters_of_its_timeout() {
+        let timeout = Duration::from_secs(4);
+        let at = [Duration::from_secs(2), Duration::from_secs(3)];
+        for subject in [
+            SUBJECT_ACQUIRE,
+            SUBJECT_RENEW,
+            SUBJECT_RELEASE,
+            SUBJECT_TRANSFER,
+            SUBJECT_OWNER,
+            SUBJECT_LIST,
+        ] {
+            assert_eq!(Resend::of(subject).copies(timeout), at, "{subject}");
+        }
+        assert!(Resend::of(SUBJECT_FORWARD).copies(timeout).is_empty());
     }
 
     #[test]

@@ -42,7 +42,7 @@ const TTL: Duration = Duration::from_secs(3);
 const GATEWAY_ARGS: &[&str] = &["--replicas", "3", "--publishes-in-flight", "1"];
 
 /// A client's bound on one call: above the gateway's 4.5 s call budget.
-/// Every call but forward is sent again at half of it.
+/// Every call but forward is sent again at half and three quarters of it.
 const CALL_TIMEOUT: Duration = Duration::from_secs(6);
 
 /// SplitMix64: a small deterministic generator, so a seed fixes every
@@ -157,7 +157,7 @@ impl Recorder {
 }
 
 /// One call's reply, sent as the Rust client sends it (every call but
-/// forward sent once more when half its timeout passed): JSON,
+/// forward sent again at half and three quarters of its timeout): JSON,
 /// or why there was none.
 async fn request(client: &async_nats::Client, op: &str, body: Value) -> Result<Value, String> {
     let payload = serde_json::to_vec(&body).unwrap();
@@ -1010,7 +1010,11 @@ async fn setting(
         ("client call timeout", secs(CALL_TIMEOUT)),
         (
             "client resend (every call but forward)",
-            secs(CALL_TIMEOUT / 2),
+            format!(
+                "{} and {}",
+                secs(CALL_TIMEOUT / 2),
+                secs(CALL_TIMEOUT * 3 / 4)
+            ),
         ),
         ("forward timeout", "1 s".to_string()),
         ("seed", plan.seed.to_string()),
