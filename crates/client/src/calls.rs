@@ -13,8 +13,8 @@ use serde::de::DeserializeOwned;
 
 use dagnats_leases_wire::kind::{ErrorBody, Kind};
 use dagnats_leases_wire::names::{
-    SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
-    SUBJECT_TRANSFER,
+    HEADER_WAIT_MS, SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE,
+    SUBJECT_RENEW, SUBJECT_TRANSFER,
 };
 use dagnats_leases_wire::reply::{Forwarded, Grant, Lease, LeaseList, Owner, Released};
 use dagnats_leases_wire::request::{
@@ -304,7 +304,8 @@ impl LeaseClient {
     }
 
     /// Sends `body`, and again at each of [`Resend`]'s times that passes
-    /// with no reply; the first reply wins. A failure (no gateway, the
+    /// with no reply; the first reply wins. Each copy tells the gateway
+    /// how long it is still waited for (`Dagnats-Lease-Wait-Ms`). A failure (no gateway, the
     /// connection gone) is the answer only when no other copy is in flight.
     async fn send(
         &self,
@@ -316,7 +317,11 @@ impl LeaseClient {
         let deadline = start + timeout;
         let send = || {
             let left = deadline.saturating_duration_since(Instant::now());
+            // A copy sent late asks for an answer within what is left.
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert(HEADER_WAIT_MS, left.as_millis().to_string().as_str());
             let request = async_nats::Request::new()
+                .headers(headers)
                 .payload(body.clone())
                 .timeout(Some(left));
             self.nats.send_request(subject.to_string(), request)
@@ -358,7 +363,10 @@ impl LeaseClient {
 /// its routes close (2 to 3 s with 1 s route pings), and they are lost
 /// there. Copies sent at half and at three quarters of the timeout let
 /// another gateway answer: the second copy leaves after any route cut
-/// before the call began has closed, even with a 5 s timeout. Every call
+/// before the call began has closed, even with a 5 s timeout. Each copy
+/// says how long it is still waited for, so a gateway stuck on an election
+/// answers a late copy `unavailable` in time instead of after its own
+/// 4.5 s budget. Every call
 /// the seed makes safe to repeat is sent again: acquire (idempotent: the
 /// holder asking again gets its lease back), renew, release and transfer
 /// (fenced: a copy gets the first one's outcome, or `lost` once the key

@@ -222,3 +222,39 @@ async fn unknown_fields_are_ignored() {
         json!({"key": "k", "holder": "h", "ttl_ms": 1000, "extra": {"nested": [1, 2]}, "v": 9});
     assert_eq!(s.call("acquire", body).await["granted"], true);
 }
+
+#[tokio::test]
+async fn a_wait_header_that_is_not_a_whole_number_of_milliseconds_is_invalid() {
+    // The caller's Dagnats-Lease-Wait-Ms bounds the call; one that says
+    // nothing readable is refused like a bad body, before any work.
+    use dagnats_leases_client::wire::names::HEADER_WAIT_MS;
+    let s = Setup::start().await;
+    let before = stream_state(&s.client).await;
+    let body = json!({"key": "k", "holder": "h", "ttl_ms": 5000}).to_string();
+    for wait in ["soon", "-1", "1.5", "", "18446744073709551616"] {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(HEADER_WAIT_MS, wait);
+        let reply = s
+            .client
+            .request_with_headers("api.leases.acquire", headers, body.clone().into())
+            .await
+            .unwrap();
+        let reply: Value = serde_json::from_slice(&reply.payload).unwrap();
+        assert_eq!(reply["kind"], "invalid", "{wait:?}: {reply}");
+        assert!(
+            reply["error"].as_str().unwrap().contains(HEADER_WAIT_MS),
+            "{reply}"
+        );
+    }
+    assert_eq!(stream_state(&s.client).await, before, "the bucket changed");
+    // A readable wait serves as usual.
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(HEADER_WAIT_MS, "3000");
+    let reply = s
+        .client
+        .request_with_headers("api.leases.acquire", headers, body.into())
+        .await
+        .unwrap();
+    let reply: Value = serde_json::from_slice(&reply.payload).unwrap();
+    assert_eq!(reply["granted"], true, "{reply}");
+}

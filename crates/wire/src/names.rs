@@ -44,6 +44,14 @@ pub const INBOX_PREFIX: &str = "dagnats.lease.inbox";
 /// "... with the lease revision in the Dagnats-Lease-Fence header."
 pub const HEADER_FENCE: &str = "Dagnats-Lease-Fence";
 
+/// Request header: how many milliseconds the caller still waits for this
+/// reply. The gateway answers a key call or a list within it (less room
+/// for the way back), `unavailable` if it could not finish, so a copy sent
+/// late in the caller's timeout still gets an answer it can act on.
+/// Optional; without it a call has the gateway's 4.5 s budget. Forward
+/// ignores it: its `timeout_ms` bounds it.
+pub const HEADER_WAIT_MS: &str = "Dagnats-Lease-Wait-Ms";
+
 /// "To reject, reply with an empty body and the header
 /// Dagnats-Lease-Reject: stale".
 pub const HEADER_REJECT: &str = "Dagnats-Lease-Reject";

@@ -22,6 +22,25 @@ use super::error::LeaseError;
 /// `nats request`, with room for the reply's way back.
 pub(crate) const CALL_BUDGET: Duration = Duration::from_millis(4_500);
 
+/// Room left for the reply's way back to a caller that said how long it
+/// waits: a route hop or two, and scheduling on a busy machine.
+const REPLY_MARGIN: Duration = Duration::from_millis(200);
+
+/// The budget of a call whose caller waits `wait` for its answer (the
+/// client library sends it with every copy of a call): [`CALL_BUDGET`],
+/// or less, so that a copy sent late still hears `unavailable` in time.
+pub(crate) fn for_caller_waiting(wait: Duration) -> Duration {
+    wait.saturating_sub(REPLY_MARGIN).min(CALL_BUDGET)
+}
+
+/// The answer of a call cut when `budget` ran out.
+pub(crate) fn ran_out(budget: Duration) -> LeaseError {
+    LeaseError::Unavailable(format!(
+        "the call did not finish within {} ms: JetStream is slow or electing a leader; it may have taken effect; retry later",
+        budget.as_millis()
+    ))
+}
+
 /// `call`'s answer, or `unavailable` once [`CALL_BUDGET`] runs out. The
 /// call is dropped there: a write it sent may still land, as after any
 /// `unavailable`.
@@ -30,10 +49,5 @@ pub(super) async fn within_budget<T>(
 ) -> Result<T, LeaseError> {
     tokio::time::timeout(CALL_BUDGET, call)
         .await
-        .unwrap_or_else(|_| {
-            Err(LeaseError::Unavailable(format!(
-                "the call did not finish within {} ms: JetStream is slow or electing a leader; it may have taken effect; retry later",
-                CALL_BUDGET.as_millis()
-            )))
-        })
+        .unwrap_or_else(|_| Err(ran_out(CALL_BUDGET)))
 }

@@ -18,6 +18,7 @@ mod list;
 pub(crate) mod ports;
 mod transfer;
 
+pub(crate) use budget::{for_caller_waiting, ran_out};
 pub(crate) use dagnats_leases_wire::kind::ErrorBody;
 pub(crate) use error::{ForwardError, LeaseError};
 pub(crate) use leases::LeaseCore;

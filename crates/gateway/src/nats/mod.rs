@@ -6,7 +6,7 @@
 pub(crate) mod service;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_nats::client::PublishErrorKind;
 use async_nats::{Client, HeaderMap, Message, Subscriber};
@@ -18,11 +18,11 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::core::{ErrorBody, LeaseCore, LeaseError, ListBounds};
+use crate::core::{ErrorBody, LeaseCore, LeaseError, ListBounds, for_caller_waiting, ran_out};
 use crate::metrics::{self, Op};
 use dagnats_leases_wire::names::{
-    HEADER_SERVICE_ERROR, HEADER_SERVICE_ERROR_CODE, QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD,
-    SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW, SUBJECT_TRANSFER,
+    HEADER_SERVICE_ERROR, HEADER_SERVICE_ERROR_CODE, HEADER_WAIT_MS, QUEUE_GROUP, SUBJECT_ACQUIRE,
+    SUBJECT_FORWARD, SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW, SUBJECT_TRANSFER,
 };
 use dagnats_leases_wire::request::{ListLimit, decode};
 use service::Instance;
@@ -164,7 +164,10 @@ async fn answer(
     let started = Instant::now();
     // A list reply must fit the server's max_payload, as it is now.
     let max_payload = client.server_info().max_payload;
-    let (body, failure) = handle(core, op, &msg.payload, max_payload, give_up).await;
+    let (body, failure) = match caller_wait(&msg) {
+        Ok(wait) => handle(core, op, &msg.payload, wait, max_payload, give_up).await,
+        Err(invalid) => encode(Err::<(), _>(invalid)),
+    };
     let elapsed = started.elapsed();
     let kind = failure.as_ref().map_or("ok", |failure| failure.kind.name());
     metrics::request(metrics::Front::Nats, op, kind, elapsed);
@@ -204,14 +207,31 @@ fn service_error(failure: &ErrorBody) -> HeaderMap {
     headers
 }
 
+/// How long the caller still waits, if it said so in [`HEADER_WAIT_MS`].
+fn caller_wait(msg: &Message) -> Result<Option<Duration>, LeaseError> {
+    let Some(value) = msg.headers.as_ref().and_then(|h| h.get(HEADER_WAIT_MS)) else {
+        return Ok(None);
+    };
+    let ms = value.as_str().parse::<u64>().map_err(|_| {
+        LeaseError::Invalid(format!(
+            "{HEADER_WAIT_MS} must be a whole number of milliseconds, not {:?}",
+            value.as_str()
+        ))
+    })?;
+    Ok(Some(Duration::from_millis(ms)))
+}
+
 /// Runs one request: its reply body, and the error it answered if it
-/// failed; stops it with `internal` when `give_up` fires first. A list
-/// reply holds 1000 leases unless asked otherwise, and never more than
-/// `max_payload` bytes.
+/// failed; answers `unavailable` when a caller's `wait` (less room for
+/// the way back) runs out first, except for a forward, which its own
+/// `timeout_ms` bounds; stops it with `internal` when `give_up` fires
+/// first. A list reply holds 1000 leases unless asked otherwise, and
+/// never more than `max_payload` bytes.
 async fn handle(
     core: &LeaseCore,
     op: Op,
     body: &[u8],
+    wait: Option<Duration>,
     max_payload: usize,
     give_up: &CancellationToken,
 ) -> (Vec<u8>, Option<ErrorBody>) {
@@ -229,6 +249,17 @@ async fn handle(
             Op::List => encode(async { core.list(decode(body)?, bounds).await }.await),
             Op::Transfer => encode(async { core.transfer(decode(body)?).await }.await),
             other => unreachable!("{other:?} has no NATS subject"),
+        }
+    };
+    let run = async {
+        match wait {
+            Some(wait) if op != Op::Forward => {
+                let budget = for_caller_waiting(wait);
+                tokio::time::timeout(budget, run)
+                    .await
+                    .unwrap_or_else(|_| encode(Err::<(), _>(ran_out(budget))))
+            }
+            _ => run.await,
         }
     };
     tokio::select! {
