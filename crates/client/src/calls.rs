@@ -305,8 +305,9 @@ impl LeaseClient {
 
     /// Sends `body`, and again at each of [`Resend`]'s times that passes
     /// with no reply; the first reply wins. Each copy tells the gateway
-    /// how long it is still waited for (`Dagnats-Lease-Wait-Ms`). A failure (no gateway, the
-    /// connection gone) is the answer only when no other copy is in flight.
+    /// how long it is still waited for (`Dagnats-Lease-Wait-Ms`). A
+    /// failure (no gateway, the connection gone) is the answer only when
+    /// no other copy is in flight.
     async fn send(
         &self,
         subject: &str,
@@ -366,15 +367,15 @@ impl LeaseClient {
 /// before the call began has closed, even with a 5 s timeout. Each copy
 /// says how long it is still waited for, so a gateway stuck on an election
 /// answers a late copy `unavailable` in time instead of after its own
-/// 4.5 s budget. Every call
-/// the seed makes safe to repeat is sent again: acquire (idempotent: the
-/// holder asking again gets its lease back), renew, release and transfer
-/// (fenced: a copy gets the first one's outcome, or `lost` once the key
-/// moved on), owner and list (reads). A copy held up in a paused node can
-/// still run late, as a retry after a timeout can: an acquire then takes
-/// the key again after its holder released it, which a waiting keeper
-/// takes up and anyone else waits out for one TTL. Forward is never sent
-/// twice: the owner could process it twice ("a timeout is never retried").
+/// 4.5 s budget. Every call the seed makes safe to repeat is sent again:
+/// acquire (idempotent: the holder asking again gets its lease back),
+/// renew, release and transfer (fenced: a copy gets the first one's
+/// outcome, or `lost` once the key moved on), owner and list (reads). A
+/// copy held up in a paused node can still run late, as a retry after a
+/// timeout can: an acquire then takes the key again after its holder
+/// released it, which a waiting keeper takes up and anyone else waits out
+/// for one TTL. Forward is never sent twice: the owner could process it
+/// twice ("a timeout is never retried").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Resend {
     Never,
