@@ -97,11 +97,35 @@ struct Recorder {
     /// Change events as they arrived (at most once): the server's own
     /// order of writes and expiry markers, for investigating a violation.
     events: Mutex<Vec<String>>,
-    /// When each call that got no answer within [`CALL_TIMEOUT`] started,
-    /// and the node its client was on then.
-    unanswered: Mutex<Vec<(Duration, String)>>,
+    /// Each call that got no answer within [`CALL_TIMEOUT`].
+    unanswered: Mutex<Vec<Unanswered>>,
     /// Atomic batches of the gateways stopped so far, by outcome.
     batches: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+/// A call that got no answer within [`CALL_TIMEOUT`].
+#[derive(Clone)]
+struct Unanswered {
+    /// When it started.
+    at: Duration,
+    /// The node its client was on then.
+    node: String,
+    /// `api.leases.<op>`.
+    op: String,
+}
+
+/// How many `calls` went unanswered, and of which operations: `0`, or
+/// e.g. `3 (2 acquire, 1 forward)`.
+fn counted(calls: &[&Unanswered]) -> String {
+    if calls.is_empty() {
+        return "0".into();
+    }
+    let mut ops: BTreeMap<&str, usize> = BTreeMap::new();
+    for call in calls {
+        *ops.entry(call.op.as_str()).or_default() += 1;
+    }
+    let ops: Vec<String> = ops.iter().map(|(op, n)| format!("{n} {op}")).collect();
+    format!("{} ({})", calls.len(), ops.join(", "))
 }
 
 impl Recorder {
@@ -124,7 +148,13 @@ impl Recorder {
         let (start, node) = (self.now(), client.server_info().server_name);
         let reply = request(client, op, body).await;
         if matches!(&reply, Err(why) if why == "timeout") {
-            self.unanswered.lock().unwrap().push((start, node));
+            let op = op.to_string();
+            let call = Unanswered {
+                at: start,
+                node,
+                op,
+            };
+            self.unanswered.lock().unwrap().push(call);
         }
         self.tally(op, &reply);
         reply
@@ -1230,14 +1260,17 @@ fn report(
         let hit = fault.node_cut_from_clients();
         let (on_it, elsewhere): (Vec<_>, Vec<_>) = unanswered
             .iter()
-            .filter(|(t, _)| (fault.at()..until).contains(t))
-            .partition(|(_, node)| Some(node.as_str()) == hit);
-        let lost = match (on_it.len(), elsewhere.len()) {
-            (0, 0) => String::new(),
-            (cut, others) => format!(
-                "; unanswered within {} s: {others} from clients elsewhere, {cut} from its own",
-                CALL_TIMEOUT.as_secs()
-            ),
+            .filter(|call| (fault.at()..until).contains(&call.at))
+            .partition(|call| Some(call.node.as_str()) == hit);
+        let lost = if on_it.is_empty() && elsewhere.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; unanswered within {} s: {} from clients elsewhere, {} from its own",
+                CALL_TIMEOUT.as_secs(),
+                counted(&elsewhere),
+                counted(&on_it),
+            )
         };
         let mut elected = |back: Option<Duration>, at: Duration, elected: Option<Duration>| {
             let Some(elected) = elected else {
@@ -1344,7 +1377,7 @@ fn report(
         "calls unanswered within the client's {} s timeout: {} ({} before the first fault)",
         CALL_TIMEOUT.as_secs(),
         unanswered.len(),
-        unanswered.iter().filter(|(t, _)| *t < before).count()
+        unanswered.iter().filter(|call| call.at < before).count()
     );
     println!("violations: {}", violations.len());
     for v in violations.iter().take(20) {
