@@ -114,9 +114,10 @@ struct Unanswered {
     op: String,
 }
 
-/// How many `calls` went unanswered, and of which operations: `0`, or
-/// e.g. `3 (2 acquire, 1 forward)`.
-fn counted(calls: &[&Unanswered]) -> String {
+/// How many `calls` went unanswered, of which operations, and when they
+/// started after `fault_at`: `0`, or e.g. `3 (2 acquire, 1 forward;
+/// started +0.2 to +3.1 s)`.
+fn counted(calls: &[&Unanswered], fault_at: Duration) -> String {
     if calls.is_empty() {
         return "0".into();
     }
@@ -125,7 +126,14 @@ fn counted(calls: &[&Unanswered]) -> String {
         *ops.entry(call.op.as_str()).or_default() += 1;
     }
     let ops: Vec<String> = ops.iter().map(|(op, n)| format!("{n} {op}")).collect();
-    format!("{} ({})", calls.len(), ops.join(", "))
+    let after = |call: &&Unanswered| (call.at - fault_at).as_secs_f64();
+    let first = calls.iter().map(after).fold(f64::INFINITY, f64::min);
+    let last = calls.iter().map(after).fold(0.0, f64::max);
+    format!(
+        "{} ({}; started +{first:.1} to +{last:.1} s)",
+        calls.len(),
+        ops.join(", ")
+    )
 }
 
 impl Recorder {
@@ -1268,8 +1276,8 @@ fn report(
             format!(
                 "; unanswered within {} s: {} from clients elsewhere, {} from its own",
                 CALL_TIMEOUT.as_secs(),
-                counted(&elsewhere),
-                counted(&on_it),
+                counted(&elsewhere, fault.at()),
+                counted(&on_it, fault.at()),
             )
         };
         let mut elected = |back: Option<Duration>, at: Duration, elected: Option<Duration>| {
