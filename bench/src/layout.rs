@@ -210,11 +210,7 @@ async fn etcd(members: &'static [&'static str], params: &Params) -> Option<Etcd>
 
 /// How many messages the bucket's stream holds now.
 async fn bucket_messages(nats: &async_nats::Client) -> u64 {
-    let info = nats
-        .request("$JS.API.STREAM.INFO.KV_leases", "".into())
-        .await
-        .expect("stream info");
-    let info: serde_json::Value = serde_json::from_slice(&info.payload).expect("JSON");
+    let info = dagnats_leases_testkit::nats::stream_info(nats).await;
     info["state"]["messages"].as_u64().unwrap_or_default()
 }
 
