@@ -11,7 +11,7 @@ use axum::http::HeaderValue;
 use clap::{Args, ValueEnum};
 
 use crate::http::HttpSettings;
-use crate::store::BucketSettings;
+use crate::store::{BucketSettings, Coalescing};
 
 /// How long the server keeps the marker of an expired lease.
 const MARKER_TTL: Duration = Duration::from_secs(5);
@@ -86,6 +86,13 @@ pub struct Config {
     /// lone call still goes at once.
     #[arg(long, env = "DAGNATS_PUBLISHES_IN_FLIGHT", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000))]
     pub publishes_in_flight: u64,
+
+    /// The most writes and read barriers one atomic batch carries (the
+    /// server takes up to 1,000). Once this many wait, a batch leaves
+    /// beside those in flight (up to 4 sends at once), so a gateway's
+    /// writes per second are not capped at one batch per round trip.
+    #[arg(long, env = "DAGNATS_BATCH_MAX", default_value_t = 128, value_parser = clap::value_parser!(u64).range(2..=1_000))]
+    pub batch_max: u64,
 
     /// Milliseconds between checks of a ready bucket. Internal: tests
     /// shorten it to watch several checks quickly.
@@ -172,7 +179,10 @@ impl Config {
             replicas: self.replicas.map(usize::from),
             marker_ttl: MARKER_TTL,
             recheck: Duration::from_millis(self.bucket_recheck_ms),
-            publishes_in_flight: self.publishes_in_flight as usize,
+            coalescing: Coalescing {
+                in_flight: self.publishes_in_flight as usize,
+                max_batch: self.batch_max as usize,
+            },
         }
     }
 

@@ -149,6 +149,23 @@ pub(crate) fn store_batch(outcome: &'static str, size: usize) {
         .increment(size as u64);
 }
 
+/// Counts one owner read by how it was answered: `known` (what this
+/// gateway knew of the key, proved current by one check) or `read`.
+pub(crate) fn owner_read(path: &'static str) {
+    metrics::counter!("dagnats_owner_reads_total", "path" => path).increment(1);
+}
+
+/// Counts one write never sent: it waited in the queue past the moment it
+/// could still land before its lease's expiry (overload).
+pub(crate) fn store_too_late() {
+    metrics::counter!("dagnats_store_writes_too_late_total").increment(1);
+}
+
+/// Counts one full batch sent beside the sends already in flight.
+pub(crate) fn store_batch_beside() {
+    metrics::counter!("dagnats_store_batches_beside_total").increment(1);
+}
+
 /// Whether the gateway's NATS connection is up (1) or not (0).
 pub(crate) fn nats_connected(connected: bool) {
     metrics::gauge!("dagnats_nats_connected").set(if connected { 1.0 } else { 0.0 });

@@ -38,8 +38,17 @@ use serde_json::{Value, json};
 const TTL: Duration = Duration::from_secs(3);
 
 /// Every gateway of the run: batching writes and read barriers as much as
-/// it can, so the run covers atomic batches as well as single publishes.
-const GATEWAY_ARGS: &[&str] = &["--replicas", "3", "--publishes-in-flight", "1"];
+/// it can, and sending a batch beside the one in flight as soon as two
+/// publishes wait, so the run covers atomic batches, concurrent batches and
+/// single publishes.
+const GATEWAY_ARGS: &[&str] = &[
+    "--replicas",
+    "3",
+    "--publishes-in-flight",
+    "1",
+    "--batch-max",
+    "2",
+];
 
 /// A client's bound on one call: above the gateway's 4.5 s call budget.
 /// Every call but forward is sent again at half and three quarters of it.
@@ -99,8 +108,11 @@ struct Recorder {
     events: Mutex<Vec<String>>,
     /// Each call that got no answer within [`CALL_TIMEOUT`].
     unanswered: Mutex<Vec<Unanswered>>,
-    /// Atomic batches of the gateways stopped so far, by outcome.
-    batches: Mutex<BTreeMap<&'static str, u64>>,
+    /// What the gateways stopped so far did, by path: atomic batches by
+    /// outcome, those sent beside another (`beside`), and owner reads
+    /// answered from what a gateway knew of the key (`owner_known`) or by
+    /// a read (`owner_read`).
+    paths: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 /// A call that got no answer within [`CALL_TIMEOUT`].
@@ -841,7 +853,7 @@ async fn inject(
             }
             _ => {
                 let index = rng.below(gateways.len());
-                count_batches(&gateways[index], rec).await;
+                count_paths(&gateways[index], rec).await;
                 let new = Gateway::spawn(&cluster.urls(), GATEWAY_ARGS, &[]);
                 logs.push(std::mem::replace(&mut gateways[index], new).log.clone());
                 faults.push(Fault::RestartGateway {
@@ -899,7 +911,7 @@ async fn fault_run(plan: Plan) -> usize {
         unavailable: Mutex::default(),
         events: Mutex::default(),
         unanswered: Mutex::default(),
-        batches: Mutex::default(),
+        paths: Mutex::default(),
     });
     let until = plan.length;
     let keys: Vec<String> = (0..plan.keys).map(|i| format!("shard-{i}")).collect();
@@ -989,27 +1001,51 @@ async fn fault_run(plan: Plan) -> usize {
             println!("gateway: {line}");
         }
     }
-    // The run took the batched path: atomic batches were sent, committed
-    // (each message told its revision) or refused (each sent again alone).
+    // The run took every path: atomic batches were sent, committed (each
+    // message told its revision) or refused (each sent again alone), some
+    // beside another in flight; owner reads were answered both from what a
+    // gateway knew and by reading.
     for gateway in &gateways {
-        count_batches(gateway, &rec).await;
+        count_paths(gateway, &rec).await;
     }
-    let batches = rec.batches.lock().unwrap().clone();
-    println!("atomic batches of every gateway of the run: {batches:?}");
+    let paths = rec.paths.lock().unwrap().clone();
+    println!("paths every gateway of the run took: {paths:?}");
     assert!(
-        batches["committed"] + batches["refused"] > 0,
+        paths["committed"] + paths["refused"] > 0,
         "no publish went in a batch"
     );
+    assert!(paths["beside"] > 0, "no batch left beside another");
+    assert!(
+        paths["owner_known"] > 0,
+        "no owner read from what was known"
+    );
+    assert!(paths["owner_read"] > 0, "no owner read by reading");
     violations.len()
 }
 
-/// Adds `gateway`'s atomic batches so far to the run's, by outcome.
-async fn count_batches(gateway: &Gateway, rec: &Recorder) {
+/// Adds what `gateway` did so far to the run's, by path.
+async fn count_paths(gateway: &Gateway, rec: &Recorder) {
     let http = common::Http::of(gateway).await;
-    for outcome in ["committed", "refused", "unanswered"] {
-        let series = format!("dagnats_store_batches_total{{outcome=\"{outcome}\"}}");
-        let n = http.metric(&series).await;
-        *rec.batches.lock().unwrap().entry(outcome).or_default() += n;
+    let series = [
+        (
+            "committed",
+            r#"dagnats_store_batches_total{outcome="committed"}"#,
+        ),
+        (
+            "refused",
+            r#"dagnats_store_batches_total{outcome="refused"}"#,
+        ),
+        (
+            "unanswered",
+            r#"dagnats_store_batches_total{outcome="unanswered"}"#,
+        ),
+        ("beside", "dagnats_store_batches_beside_total"),
+        ("owner_known", r#"dagnats_owner_reads_total{path="known"}"#),
+        ("owner_read", r#"dagnats_owner_reads_total{path="read"}"#),
+    ];
+    for (path, series) in series {
+        let n = http.metric(series).await;
+        *rec.paths.lock().unwrap().entry(path).or_default() += n;
     }
 }
 

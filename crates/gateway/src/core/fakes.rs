@@ -52,6 +52,9 @@ pub(super) enum WriteScript {
     /// Land the next write, then lose its reply: the caller hears
     /// `unavailable`. Back to `Normal` afterwards.
     LoseNextReply,
+    /// Writes with a send-by wait in the gateway's queue past it and are
+    /// never sent (overload); others land as usual.
+    NotSentInTime,
 }
 
 #[derive(Default)]
@@ -63,6 +66,8 @@ struct State {
     /// The TTL (whole seconds) the key's last landed write carried.
     ttls: HashMap<String, u64>,
     reads: usize,
+    /// Checks that a key is still at a revision ([`Records::still_at`]).
+    barriers: usize,
     writes: usize,
     script: WriteScript,
     /// A landed write is acknowledged only once the wall clock passes this.
@@ -89,7 +94,7 @@ impl FakeRecords {
         self.state().script = script;
     }
 
-    /// Every read and write from now on answers `round_trip` after it
+    /// Every read, check and write from now on answers `round_trip` after it
     /// was asked.
     pub(super) fn round_trip(&self, round_trip: Duration) {
         self.state().round_trip = round_trip;
@@ -114,6 +119,11 @@ impl FakeRecords {
     /// Reads so far.
     pub(super) fn reads(&self) -> usize {
         self.state().reads
+    }
+
+    /// Checks that a key is still at a revision, so far.
+    pub(super) fn barriers(&self) -> usize {
+        self.state().barriers
     }
 
     /// Write attempts so far (landed or not).
@@ -183,6 +193,12 @@ impl FakeRecords {
         seq
     }
 
+    /// The key's last message expires too (a marker or tombstone past its
+    /// own TTL): the key has no message left.
+    pub(super) fn vanish(&self, key: &str) {
+        self.state().entries.remove(key);
+    }
+
     /// Applies one write under the compare-and-set; `Ok` carries whether
     /// its reply is lost and when it may be acknowledged.
     fn apply(
@@ -195,6 +211,9 @@ impl FakeRecords {
         state.writes += 1;
         if state.script == WriteScript::AlwaysConflict {
             return Err(StoreError::Conflict);
+        }
+        if state.script == WriteScript::NotSentInTime && write.send_by.is_some() {
+            return Err(StoreError::TooLate);
         }
         let last = match state.corrupt.get(key) {
             Some(&seq) => seq,
@@ -259,6 +278,24 @@ impl Records for FakeRecords {
         async move {
             answer_after(round_trip).await;
             entry
+        }
+        .boxed()
+    }
+
+    fn still_at<'a>(
+        &'a self,
+        key: &'a str,
+        revision: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let round_trip = self.state().round_trip;
+        let current = {
+            let mut state = self.state();
+            state.barriers += 1;
+            state.entries.get(key).map_or(0, entry_seq)
+        };
+        async move {
+            answer_after(round_trip).await;
+            Ok(current == revision)
         }
         .boxed()
     }

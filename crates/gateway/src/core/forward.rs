@@ -11,8 +11,7 @@ use tokio::time::Instant;
 use super::error::{ForwardError, LeaseError, Tried};
 use super::leases::LeaseCore;
 use super::ports::HopOutcome;
-use dagnats_leases_wire::record::Entry;
-use dagnats_leases_wire::reply::Forwarded;
+use dagnats_leases_wire::reply::{Forwarded, Owner};
 use dagnats_leases_wire::request::{ForwardRequest, Payload};
 
 /// How the caller carries the owner's reply back.
@@ -68,12 +67,14 @@ impl LeaseCore {
             })
         };
         for attempt in 1..=MAX_ATTEMPTS {
-            let read = tokio::time::timeout_at(deadline, self.read(bucket, key)).await;
+            let read = tokio::time::timeout_at(deadline, self.current(bucket, key)).await;
             let (holder, revision) = match read {
                 Err(_) => return Err(fail(out_of_time(not_processed), &tried)),
                 Ok(Err(err)) => return Err(fail(err, &tried)),
-                Ok(Ok(Some(Entry::Held { seq, record, .. }))) => (record.holder, seq),
-                Ok(Ok(_)) => return Err(fail(LeaseError::NotHeld(key.to_string()), &tried)),
+                Ok(Ok(Owner::Held(lease))) => (lease.holder, lease.revision),
+                Ok(Ok(Owner::Free(_))) => {
+                    return Err(fail(LeaseError::NotHeld(key.to_string()), &tried));
+                }
             };
             tried = Some(Tried {
                 holder: holder.clone(),

@@ -7,7 +7,9 @@
 //! succeeds replaced that very record. An entry is only ever used when the
 //! caller's revision equals it; a stale or missing entry costs one read.
 //! Likewise a create that expects the revision a key was freed at (or 0, no
-//! message, for a key never seen) lands only if the key is still free.
+//! message, for a key never seen) lands only if the key is still free, and
+//! an owner read answers from what is known once a check that only the
+//! current stream leader can pass proves the key still at that revision.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -29,6 +31,19 @@ pub(crate) struct Known {
 }
 
 impl Known {
+    /// The lease on `key` this tells of.
+    pub(crate) fn lease(&self, key: &str) -> dagnats_leases_wire::reply::Lease {
+        dagnats_leases_wire::reply::Lease {
+            held: true,
+            key: key.to_string(),
+            holder: self.holder.clone(),
+            revision: self.revision,
+            acquired_at: self.acquired_at,
+            expires_at: self.expires_at,
+            ttl_ms: self.ttl_ms,
+        }
+    }
+
     /// What `lease`, written at `revision`, tells.
     pub(crate) fn of(revision: u64, lease: &dagnats_leases_wire::reply::Lease) -> Self {
         Known {
@@ -42,14 +57,15 @@ impl Known {
 }
 
 /// What is known of one key at its last known revision.
-enum Slot {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Slot {
     Held(Known),
     /// Freed (released or expired) at this revision.
     Free(u64),
 }
 
 impl Slot {
-    fn revision(&self) -> u64 {
+    pub(crate) fn revision(&self) -> u64 {
         match self {
             Slot::Held(known) => known.revision,
             Slot::Free(revision) => *revision,
@@ -76,6 +92,12 @@ impl KnownRevisions {
         self.set(key, Slot::Free(revision));
     }
 
+    /// Forgets `key`: read to have no message at all (its last one
+    /// expired), a state no revision names.
+    pub(crate) fn forget(&self, key: &str) {
+        self.by_key.lock().expect("poisoned").remove(key);
+    }
+
     fn set(&self, key: &str, slot: Slot) {
         let mut map = self.by_key.lock().expect("poisoned");
         if let Some(current) = map.get_mut(key) {
@@ -88,6 +110,12 @@ impl KnownRevisions {
             map.clear();
         }
         map.insert(key.to_string(), slot);
+    }
+
+    /// What `key` was last known to hold, and at which revision: current
+    /// only once a check proves the key still at that revision.
+    pub(crate) fn last(&self, key: &str) -> Option<Slot> {
+        self.by_key.lock().expect("poisoned").get(key).cloned()
     }
 
     /// What `key` holds at `revision`, if that is known.
@@ -151,5 +179,14 @@ mod tests {
         assert_eq!(k.free_at("a"), Some(6));
         k.remember("a", known(5));
         assert_eq!(k.free_at("a"), Some(6), "an older hold never hides a free");
+    }
+
+    #[test]
+    fn a_forgotten_key_is_unknown_and_believed_free_at_0() {
+        let k = KnownRevisions::default();
+        k.freed("a", 6);
+        k.forget("a");
+        assert_eq!(k.last("a"), None);
+        assert_eq!(k.free_at("a"), Some(0));
     }
 }

@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 
 use super::budget::within_budget;
 use super::error::LeaseError;
-use super::known::{Known, KnownRevisions};
+use super::known::{Known, KnownRevisions, Slot};
 use super::ports::{Availability, OwnerHop, Records, StoreError, Write};
 use dagnats_leases_wire::record::{Entry, LeaseRecord, RECORD_VERSION, ReleaseRecord, WriteEvent};
 use dagnats_leases_wire::reply::{FreeKey, Grant, Lease, Owner, Released};
@@ -106,7 +106,7 @@ impl LeaseCore {
                 let now = OffsetDateTime::now_utc();
                 let record = lease_record(&req.holder, req.ttl_ms, now, now, expected);
                 match self
-                    .write_lease(bucket, key, expected, WriteEvent::Acquired, &record)
+                    .write_lease(bucket, (key, expected), WriteEvent::Acquired, &record, None)
                     .await
                 {
                     Ok(seq) => {
@@ -135,7 +135,7 @@ impl LeaseCore {
             let (bucket_ref, req_ref, lost_ref) = (bucket, &req, &lost);
             let write = move |held: Known| {
                 let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
-                let renewed = self.renew_at(bucket, req, held.acquired_at);
+                let renewed = move |send_by| self.renew_at(bucket, req, held.acquired_at, send_by);
                 // A late renew is withdrawn: nothing stays held in the name of
                 // a holder told it lost the lease. On a task of its own, so
                 // the call budget running out cannot stop it half done.
@@ -374,35 +374,62 @@ impl LeaseCore {
     pub(crate) async fn owner(&self, req: OwnerRequest) -> Result<Owner, LeaseError> {
         within_budget(async move {
             let bucket = self.bucket()?;
-            let key = req.key.as_str();
-            Ok(match self.read(bucket, key).await? {
-                Some(Entry::Held {
-                    seq,
-                    record,
-                    stored_at,
-                    ..
-                }) => Owner::Held(record.lease(key, seq, Some(stored_at))),
-                Some(Entry::Free { .. }) | None => Owner::Free(FreeKey {
-                    held: false,
-                    key: key.to_string(),
-                }),
-            })
+            self.current(bucket, req.key.as_str()).await
         })
         .await
     }
 
+    /// Who holds `key` now, as the stream leader sees it (owner's answer,
+    /// and whom a forward goes to).
+    ///
+    /// When this gateway knows what the key's last revision holds (its own
+    /// writes, change events, earlier reads), one check that the key is
+    /// still at that revision answers: on a replicated bucket a barrier
+    /// only the current leader can commit, the same proof a read needs
+    /// after it, so one JetStream round trip instead of two. A stale
+    /// guess costs the check, then the read.
+    pub(super) async fn current(
+        &self,
+        bucket: &dyn Records,
+        key: &str,
+    ) -> Result<Owner, LeaseError> {
+        if let Some(known) = self.known.last(key) {
+            let current = bucket.still_at(key, known.revision()).await;
+            if current.map_err(|err| self.store_error(err))? {
+                crate::metrics::owner_read("known");
+                return Ok(match known {
+                    Slot::Held(known) => Owner::Held(known.lease(key)),
+                    Slot::Free(_) => free_key(key),
+                });
+            }
+        }
+        crate::metrics::owner_read("read");
+        Ok(match self.read(bucket, key).await? {
+            Some(Entry::Held {
+                seq,
+                record,
+                stored_at,
+                ..
+            }) => Owner::Held(record.lease(key, seq, Some(stored_at))),
+            Some(Entry::Free { .. }) | None => free_key(key),
+        })
+    }
+
+    /// The renew's one write, sent no later than `send_by`.
     async fn renew_at(
         &self,
         bucket: &dyn Records,
         req: &RenewRequest,
         acquired_at: OffsetDateTime,
+        send_by: OffsetDateTime,
     ) -> Result<Grant, StoreError> {
         let key = req.key.as_str();
         let revision = req.revision.get();
         let now = OffsetDateTime::now_utc();
         let record = lease_record(&req.holder, req.ttl_ms, acquired_at, now, revision);
+        let event = WriteEvent::Renewed;
         let seq = self
-            .write_lease(bucket, key, revision, WriteEvent::Renewed, &record)
+            .write_lease(bucket, (key, revision), event, &record, Some(send_by))
             .await?;
         Ok(Grant {
             granted: true,
@@ -436,6 +463,7 @@ impl LeaseCore {
             ttl_secs: ttl_ms / 1_000,
             body: serde_json::to_vec(&tombstone).expect("a record serializes"),
             previous_holder: None,
+            send_by: None,
         };
         let seq = bucket.write(key, revision, write).await?;
         self.known.freed(key, seq);
@@ -448,19 +476,21 @@ impl LeaseCore {
         })
     }
 
+    /// Writes `record` to `key` if its last revision is `expected`.
     async fn write_lease(
         &self,
         bucket: &dyn Records,
-        key: &str,
-        expected: u64,
+        (key, expected): (&str, u64),
         event: WriteEvent,
         record: &LeaseRecord,
+        send_by: Option<OffsetDateTime>,
     ) -> Result<u64, StoreError> {
         let write = Write {
             event,
             ttl_secs: record.ttl_ms / 1_000,
             body: serde_json::to_vec(record).expect("a record serializes"),
             previous_holder: None,
+            send_by,
         };
         let seq = bucket.write(key, expected, write).await?;
         self.remember(key, seq, record, None);
@@ -485,17 +515,17 @@ impl LeaseCore {
         key: &str,
     ) -> Result<Option<Entry>, StoreError> {
         let entry = bucket.last(key).await?;
-        if let Some(Entry::Held {
-            seq,
-            record,
-            stored_at,
-            ..
-        }) = &entry
-        {
-            self.remember(key, *seq, record, Some(*stored_at));
-        }
-        if let Some(Entry::Free { seq, .. }) = &entry {
-            self.known_freed(key, *seq);
+        match &entry {
+            Some(Entry::Held {
+                seq,
+                record,
+                stored_at,
+                ..
+            }) => self.remember(key, *seq, record, Some(*stored_at)),
+            Some(Entry::Free { seq, .. }) => self.known_freed(key, *seq),
+            // Its last message (an expiry marker, a tombstone) expired too:
+            // what was known of it would only cost a failed check.
+            None => self.known.forget(key),
         }
         Ok(entry)
     }
@@ -541,6 +571,9 @@ impl LeaseCore {
                 LeaseError::internal(cause)
             }
             StoreError::Conflict => LeaseError::internal("compare-and-set conflict not handled"),
+            StoreError::TooLate => {
+                unavailable("a write waited to be sent until its lease was about to expire")
+            }
         }
     }
 }
@@ -597,8 +630,14 @@ const OVERDUE_WAIT: Duration = Duration::from_secs(3);
 /// How often the overdue record is read again meanwhile.
 const OVERDUE_POLL: Duration = Duration::from_millis(50);
 
+/// The last moment a write renewing (or moving) a lease due at
+/// `expires_at` may be sent.
+fn send_by(expires_at: OffsetDateTime) -> OffsetDateTime {
+    expires_at - EXPIRY_MARGIN
+}
+
 fn too_late(expires_at: OffsetDateTime) -> bool {
-    OffsetDateTime::now_utc() + EXPIRY_MARGIN >= expires_at
+    OffsetDateTime::now_utc() >= send_by(expires_at)
 }
 
 /// A fenced `write` of a lease due to expire at `expires_at`, refused
@@ -608,21 +647,30 @@ fn too_late(expires_at: OffsetDateTime) -> bool {
 /// expiry's marker (a subject rollup) erases that write. A write
 /// acknowledged that late may be gone a moment later, so nobody may count
 /// on it (docs/operations.md); `undo` runs on it before the refusal.
-pub(super) async fn clear_of_expiry<T, U>(
+///
+/// `write` gets the moment after which it must not be sent: one that
+/// waited in this gateway's queue that long is never sent (under overload,
+/// a write that could only come back too late is not worth sending, nor
+/// its undo), and is `lost` too.
+pub(super) async fn clear_of_expiry<T, W, U>(
     what: &str,
     (key, revision): (&str, u64),
     expires_at: OffsetDateTime,
     lost: impl Fn() -> LeaseError,
-    write: impl Future<Output = Result<T, StoreError>>,
+    write: impl FnOnce(OffsetDateTime) -> W,
     undo: impl FnOnce(T) -> U,
 ) -> Result<Result<T, LeaseError>, StoreError>
 where
+    W: Future<Output = Result<T, StoreError>>,
     U: Future<Output = ()>,
 {
     if too_late(expires_at) {
         return Ok(Err(lost()));
     }
-    let done = write.await?;
+    let done = match write(send_by(expires_at)).await {
+        Err(StoreError::TooLate) => return Ok(Err(lost())),
+        done => done?,
+    };
     if too_late(expires_at) {
         tracing::warn!(
             key,
@@ -639,6 +687,13 @@ where
 /// How long the tombstone of a revoked corrupt record lives: it has no
 /// lease TTL to take, and nobody retries a release of it.
 const CORRUPT_TOMBSTONE_TTL_MS: u64 = 5_000;
+
+fn free_key(key: &str) -> Owner {
+    Owner::Free(FreeKey {
+        held: false,
+        key: key.to_string(),
+    })
+}
 
 fn contention(key: &str) -> LeaseError {
     LeaseError::Unavailable(format!("{key} changed on every attempt; retry later"))

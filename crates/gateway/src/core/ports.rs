@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
+use time::OffsetDateTime;
 
 use dagnats_leases_wire::record::{Entry, WriteEvent};
 
@@ -26,6 +27,15 @@ pub(crate) trait Records: Send + Sync {
     /// The last entry of `key` as the key's current one (`None`: the key
     /// has no message).
     fn last<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Entry>, StoreError>>;
+
+    /// Whether `key`'s last revision is still `revision` (0: no message),
+    /// as the current stream leader sees it: `true` proves that whatever
+    /// revision `revision` holds is the key's current state.
+    fn still_at<'a>(
+        &'a self,
+        key: &'a str,
+        revision: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
     /// Writes `write` to `key` if the key's last revision is `expected`
     /// (0: the key has no message), and returns the new revision; a
@@ -85,6 +95,8 @@ pub(crate) enum StoreError {
     Corrupt { seq: u64, cause: String },
     /// An answer the store does not understand.
     Unexpected(String),
+    /// The write waited past its [`Write::send_by`] and was never sent.
+    TooLate,
 }
 
 /// One write: the record body and what its headers say.
@@ -97,6 +109,10 @@ pub(crate) struct Write {
     /// A transfer names the holder it takes the lease from, in
     /// `Dagnats-Lease-Previous-Holder`.
     pub(crate) previous_holder: Option<String>,
+    /// A write that would land too close to its lease's expiry to count
+    /// (renew, transfer) is not sent once this passes while it waits to
+    /// be: [`StoreError::TooLate`], and nothing was written.
+    pub(crate) send_by: Option<OffsetDateTime>,
 }
 
 /// Forward's one request to the holder's inbox, fenced at its revision.

@@ -30,7 +30,7 @@ impl LeaseCore {
             let (bucket_ref, req_ref, lost_ref) = (bucket, &req, &lost);
             let write = move |held: Known| {
                 let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
-                let moved = self.transfer_at(bucket, req);
+                let moved = move |send_by| self.transfer_at(bucket, req, send_by);
                 // Nothing to undo: the record names `to`, not the holder told
                 // it lost the lease, and `to` learns of it from the server.
                 clear_of_expiry(
@@ -65,11 +65,13 @@ impl LeaseCore {
         .await
     }
 
-    /// The transfer's one write, expecting the holder's fence.
+    /// The transfer's one write, expecting the holder's fence, sent no
+    /// later than `send_by`.
     async fn transfer_at(
         &self,
         bucket: &dyn Records,
         req: &TransferRequest,
+        send_by: OffsetDateTime,
     ) -> Result<Grant, StoreError> {
         let key = req.key.as_str();
         let now = OffsetDateTime::now_utc();
@@ -87,6 +89,7 @@ impl LeaseCore {
             ttl_secs: req.ttl_ms.as_millis() / 1_000,
             body: serde_json::to_vec(&record).expect("a record serializes"),
             previous_holder: Some(req.holder.as_str().to_string()),
+            send_by: Some(send_by),
         };
         let seq = bucket.write(key, req.revision.get(), write).await?;
         self.remember(key, seq, &record, None);

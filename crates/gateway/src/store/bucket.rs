@@ -161,6 +161,17 @@ impl Bucket {
         outcome.map(|(_, entry)| entry)
     }
 
+    /// Whether `key`'s last sequence is still `seq` (0: no message): on a
+    /// replicated bucket one barrier, without a read; on a single replica,
+    /// where the one server is the leader, one read.
+    pub(super) async fn still_at(&self, key: &str, seq: u64) -> Result<bool, StoreError> {
+        if self.confirm_reads {
+            self.confirm(key, seq).await
+        } else {
+            Ok(self.read(key).await?.0 == seq)
+        }
+    }
+
     /// A read followed by its barrier, read again if the key changed.
     async fn confirmed_read(&self, key: &str) -> Result<(u64, Option<Entry>), StoreError> {
         for _ in 0..CONFIRM_ROUNDS {
@@ -272,6 +283,7 @@ impl Bucket {
             checks,
             headers,
             body: Bytes::new(),
+            send_by: None,
         };
         self.publisher
             .publish(barrier)
@@ -315,6 +327,7 @@ impl Bucket {
             checks: subject,
             headers,
             body: write.body.into(),
+            send_by: write.send_by,
         };
         let reply = self
             .publisher
@@ -353,6 +366,7 @@ const NO_LEADER: &str = "no stream leader reachable";
 fn or_missing(failure: Failure, no_responders: StoreError) -> StoreError {
     match failure {
         Failure::NoResponders => no_responders,
+        Failure::TooLate => StoreError::TooLate,
         Failure::Failed(reason) => StoreError::Unavailable(reason),
     }
 }

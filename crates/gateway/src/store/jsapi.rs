@@ -52,6 +52,8 @@ pub(super) enum Failure {
     NoResponders,
     /// Not connected, timed out, or the request failed; why.
     Failed(String),
+    /// A publish that waited to be sent past its send-by: never sent.
+    TooLate,
 }
 
 impl Failure {
@@ -143,6 +145,7 @@ impl JetStream {
             .map_err(|failure| match failure {
                 Failure::NoResponders => NO_JETSTREAM.to_string(),
                 Failure::Failed(reason) => reason,
+                Failure::TooLate => "not sent in time".to_string(),
             })?;
         serde_json::from_slice(&reply).map_err(|err| format!("JetStream reply: {err}"))
     }

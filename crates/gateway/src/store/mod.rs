@@ -32,6 +32,7 @@ use dagnats_leases_wire::record::Entry;
 use jsapi::JetStream;
 use provision::Provisioned;
 pub(crate) use provision::{BucketSettings, Refusal};
+pub(crate) use publisher::Coalescing;
 use publisher::Publisher;
 
 /// What the provisioner last found: a bucket handle while it is ready or
@@ -93,6 +94,15 @@ impl Records for Store {
     fn last<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Entry>, StoreError>> {
         let bucket = self.bucket();
         async move { bucket?.last(key).await }.boxed()
+    }
+
+    fn still_at<'a>(
+        &'a self,
+        key: &'a str,
+        revision: u64,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let bucket = self.bucket();
+        async move { bucket?.still_at(key, revision).await }.boxed()
     }
 
     fn write<'a>(
@@ -203,7 +213,7 @@ pub(crate) async fn keep_provisioned(
                 let publisher = Publisher::new(
                     jetstream.clone(),
                     batches && replicas > 1,
-                    p.settings.publishes_in_flight,
+                    p.settings.coalescing,
                 );
                 let bucket = Bucket::new(
                     jetstream.clone(),

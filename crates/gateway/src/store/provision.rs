@@ -19,6 +19,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::jsapi::{JetStream, code};
+use super::publisher::Coalescing;
 use dagnats_leases_wire::names::{BUCKET, CHANGED_PREFIX, KEY_SUBJECTS, STREAM};
 
 /// First server version with per-message TTL.
@@ -37,9 +38,8 @@ pub(crate) struct BucketSettings {
     pub(crate) marker_ttl: Duration,
     /// How often a ready bucket is checked again.
     pub(crate) recheck: Duration,
-    /// Publishes awaiting their answer before the next ones are coalesced
-    /// into atomic batches (`store::publisher`).
-    pub(crate) publishes_in_flight: usize,
+    /// How publishes are coalesced into atomic batches.
+    pub(crate) coalescing: Coalescing,
 }
 
 /// Where provisioning got to.
@@ -335,6 +335,13 @@ fn replicas(config: &Value) -> u64 {
     config["num_replicas"].as_u64().unwrap_or(1)
 }
 
+/// Settings' coalescing in the tests of this module.
+#[cfg(test)]
+const COALESCING: Coalescing = Coalescing {
+    in_flight: 4,
+    max_batch: 128,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,7 +379,7 @@ mod tests {
             replicas: None,
             marker_ttl: Duration::from_secs(5),
             recheck: Duration::from_secs(10),
-            publishes_in_flight: 4,
+            coalescing: COALESCING,
         };
         let created = required_config(json!({}), &settings, 0, true, true);
         assert_eq!(
@@ -397,7 +404,7 @@ mod replicas_tests {
             replicas: Some(replicas),
             marker_ttl: Duration::from_secs(5),
             recheck: Duration::from_secs(10),
-            publishes_in_flight: 4,
+            coalescing: COALESCING,
         }
     }
 

@@ -16,7 +16,7 @@ use crate::core::budget::CALL_BUDGET;
 use crate::core::fakes::{self, FakeRecords, WriteScript, request};
 use dagnats_leases_wire::kind::Kind;
 use dagnats_leases_wire::record::Entry;
-use dagnats_leases_wire::reply::{Grant, Released};
+use dagnats_leases_wire::reply::{FreeKey, Grant, Owner, Released};
 
 fn core() -> (LeaseCore, std::sync::Arc<FakeRecords>) {
     let (core, records, _) = fakes::core(1 << 20);
@@ -632,4 +632,86 @@ async fn a_change_event_tells_the_bucket_the_revision_it_reached() {
     core.observe("k", 41, None);
     core.observe("j", 7, None);
     assert_eq!(records.saw_revision(), 41);
+}
+
+async fn owner(core: &LeaseCore) -> Owner {
+    core.owner(request(json!({"key": "k"}))).await.unwrap()
+}
+
+#[tokio::test]
+async fn an_owner_read_of_a_key_this_gateway_knows_is_one_check_and_no_read() {
+    let (core, records) = core();
+    let grant = acquire(&core, "a").await.unwrap();
+    let reads = records.reads();
+    assert_eq!(owner(&core).await, Owner::Held(grant.lease.clone()));
+    assert_eq!((records.reads(), records.barriers()), (reads, 1));
+    let released = release(&core, "a", grant.lease.revision).await.unwrap();
+    let free = Owner::Free(FreeKey {
+        held: false,
+        key: "k".into(),
+    });
+    assert_eq!(owner(&core).await, free, "freed at {}", released.revision);
+    assert_eq!((records.reads(), records.barriers()), (reads, 2));
+}
+
+#[tokio::test]
+async fn an_owner_read_whose_known_revision_is_stale_reads_the_key() {
+    let (core, records) = core();
+    acquire(&core, "a").await.unwrap();
+    // Another gateway's write this one never heard of.
+    let seq = records.hold("k", "b", 5_000, OffsetDateTime::now_utc());
+    let reads = records.reads();
+    let Owner::Held(lease) = owner(&core).await else {
+        panic!("k is held")
+    };
+    assert_eq!((lease.holder.as_str(), lease.revision), ("b", seq));
+    assert_eq!((records.reads(), records.barriers()), (reads + 1, 1));
+}
+
+#[tokio::test]
+async fn an_owner_read_of_a_key_never_seen_reads_it() {
+    let (core, records) = core();
+    records.hold("k", "b", 5_000, OffsetDateTime::now_utc());
+    let Owner::Held(lease) = owner(&core).await else {
+        panic!("k is held")
+    };
+    assert_eq!(lease.holder, "b");
+    assert_eq!((records.reads(), records.barriers()), (1, 0));
+}
+
+#[tokio::test]
+async fn a_key_read_to_have_no_message_left_is_forgotten_so_its_next_owner_read_is_one_read() {
+    let (core, records) = core();
+    let grant = acquire(&core, "a").await.unwrap();
+    release(&core, "a", grant.lease.revision).await.unwrap();
+    records.vanish("k");
+    let free = Owner::Free(FreeKey {
+        held: false,
+        key: "k".into(),
+    });
+    assert_eq!(owner(&core).await, free);
+    assert_eq!(records.barriers(), 1, "the known free revision was checked");
+    let reads = records.reads();
+    assert_eq!(owner(&core).await, free);
+    assert_eq!((records.reads(), records.barriers()), (reads + 1, 1));
+}
+
+#[tokio::test]
+async fn a_renew_that_waited_past_its_send_by_unsent_is_lost_and_the_lease_stays_as_it_was() {
+    let (core, records) = core();
+    let grant = acquire(&core, "a").await.unwrap();
+    records.script(WriteScript::NotSentInTime);
+    let before = records.entry("k");
+    assert_eq!(
+        kind(renew(&core, "a", grant.lease.revision).await),
+        Kind::Lost
+    );
+    assert_eq!(
+        records.entry("k"),
+        before,
+        "nothing written, nothing to undo"
+    );
+    let req = json!({"key": "k", "holder": "a", "revision": grant.lease.revision, "to": "b", "ttl_ms": 10_000});
+    assert_eq!(kind(core.transfer(request(req)).await), Kind::Lost);
+    assert_eq!(records.entry("k"), before);
 }
