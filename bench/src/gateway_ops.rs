@@ -99,12 +99,16 @@ pub async fn sequential_ops(leases: &LeaseClient, n: u64) -> Sequential {
     }
 }
 
+/// The prefix of the keys the throughput phases renew and read, one per
+/// client.
+pub const THROUGHPUT_KEYS: &str = "tp-";
+
 /// Renews per second with `clients` concurrent holders, one key each.
 pub async fn renew_throughput(leases: &LeaseClient, clients: u64, duration: Duration) -> f64 {
     let mut fences = Vec::new();
     for c in 0..clients {
         let grant = leases
-            .acquire(&format!("tp-{c}"), "bench", TTL)
+            .acquire(&format!("{THROUGHPUT_KEYS}{c}"), "bench", TTL)
             .await
             .expect("acquire");
         fences.push(std::sync::atomic::AtomicU64::new(grant.lease.revision));
@@ -117,7 +121,7 @@ pub async fn renew_throughput(leases: &LeaseClient, clients: u64, duration: Dura
             let slot = &fences[c as usize];
             let fence = slot.load(std::sync::atomic::Ordering::Relaxed);
             let grant = leases
-                .renew(&format!("tp-{c}"), "bench", fence, TTL)
+                .renew(&format!("{THROUGHPUT_KEYS}{c}"), "bench", fence, TTL)
                 .await
                 .expect("renew");
             slot.store(grant.lease.revision, std::sync::atomic::Ordering::Relaxed);
@@ -132,7 +136,10 @@ pub async fn owner_throughput(leases: &LeaseClient, clients: u64, duration: Dura
     throughput(clients, duration, move |c, _| {
         let leases = leases.clone();
         async move {
-            leases.owner(&format!("tp-{c}")).await.expect("owner");
+            leases
+                .owner(&format!("{THROUGHPUT_KEYS}{c}"))
+                .await
+                .expect("owner");
         }
     })
     .await

@@ -72,7 +72,31 @@ enum Mode {
     /// (internal) Run the gateway in this process, so its CPU and memory
     /// can be measured apart from the load generator.
     #[command(hide = true)]
-    Gateway(dagnats_leases::Config),
+    Gateway(Box<dagnats_leases::Config>),
+    /// One phase of the production layout alone, run after run, each on
+    /// servers of its own: a figure that moves from run to run takes
+    /// several to judge. One JSON line per run.
+    Probe {
+        #[arg(value_enum)]
+        phase: Phase,
+        /// How many runs.
+        #[arg(long, default_value_t = 3)]
+        runs: u64,
+        /// Holders of the scale phase, each renewing its lease at ttl/3.
+        #[arg(long, default_value_t = 10_000)]
+        holders: u64,
+    },
+}
+
+/// What `probe` measures.
+#[derive(Clone, Copy, ValueEnum)]
+enum Phase {
+    /// Renews per second with 64 concurrent clients, and CPU per renew.
+    Renew,
+    /// Owner reads per second with 64 concurrent clients, and CPU per read.
+    Owner,
+    /// Many holders at a 3 s TTL, renewing at ttl/3.
+    Scale,
 }
 
 /// The fixed parameters of a run, printed with the results.
@@ -128,14 +152,29 @@ impl Params {
 #[tokio::main]
 async fn main() {
     let cli = Cli::parse();
-    if let Some(Mode::Gateway(config)) = cli.mode {
-        dagnats_leases::init_logs(&config.log, config.log_format).expect("log settings");
-        dagnats_leases::run(config, dagnats_leases::shutdown_signal())
-            .await
-            .expect("gateway");
-        return;
-    }
     let params = Params::new(cli.smoke);
+    match cli.mode {
+        Some(Mode::Gateway(config)) => {
+            dagnats_leases::init_logs(&config.log, config.log_format).expect("log settings");
+            dagnats_leases::run(*config, dagnats_leases::shutdown_signal())
+                .await
+                .expect("gateway");
+            return;
+        }
+        Some(Mode::Probe {
+            phase,
+            runs,
+            holders,
+        }) => {
+            for run in 1..=runs {
+                eprintln!("production, probe run {run} of {runs} ...");
+                let servers = ProductionServers::start().await;
+                println!("{}", servers.probe(phase, holders, &params).await);
+            }
+            return;
+        }
+        None => {}
+    }
     eprintln!("parameters: {params:?}");
     let production = match cli.layout {
         Layout::Production | Layout::Both => Some(production(&params).await),
@@ -178,27 +217,17 @@ async fn production(params: &Params) -> Figures {
         "production: 3 nats-server nodes, {} gateways ...",
         GATEWAYS.len()
     );
-    let cluster = Cluster::start().await;
-    let urls = cluster.urls();
-    let mut gateways: Vec<Gateway> = Vec::new();
-    for _ in GATEWAYS {
-        gateways.push(procs::gateway(&urls, &["--replicas", "3"]).await);
-    }
-    let nats = cluster.client().await;
-    cluster.wait_healthy(&nats, Duration::from_secs(30)).await;
+    let servers = ProductionServers::start().await;
+    let nats = servers.nats.clone();
     let mut http_bases = Vec::new();
-    for gateway in &gateways {
+    for gateway in &servers.gateways {
         http_bases.push(gateway.http_url().await);
     }
-    let nats_servers = cluster
-        .nodes
-        .iter()
-        .map(|node| node.pid().expect("node runs"));
     let setup = Setup {
         name: "production",
         layout: format!(
             "{} nats-server nodes (sync_interval: always), bucket at R3, {} gateways, {} etcd members",
-            cluster.nodes.len(),
+            servers.cluster.nodes.len(),
             GATEWAYS.len(),
             ETCD_MEMBERS.len()
         ),
@@ -206,14 +235,102 @@ async fn production(params: &Params) -> Figures {
         floor: FloorStream::create_r3(&nats).await,
         nats,
         http_bases,
-        gateways: GATEWAYS
-            .into_iter()
-            .zip(gateways.iter().map(Gateway::pid))
-            .collect(),
-        nats_servers: NODES.into_iter().zip(nats_servers).collect(),
+        gateways: servers.gateways(),
+        nats_servers: servers.nodes(),
         etcd_members: &ETCD_MEMBERS,
     };
     layout::measure(&setup, params).await
+}
+
+/// The production layout's NATS side, running: three nodes, the bucket at
+/// 3 replicas, a gateway on every node's URL per name in [`GATEWAYS`].
+struct ProductionServers {
+    cluster: Cluster,
+    gateways: Vec<Gateway>,
+    nats: async_nats::Client,
+}
+
+impl ProductionServers {
+    async fn start() -> Self {
+        let cluster = Cluster::start().await;
+        let urls = cluster.urls();
+        let mut gateways = Vec::new();
+        for _ in GATEWAYS {
+            gateways.push(procs::gateway(&urls, &["--replicas", "3"]).await);
+        }
+        let nats = cluster.client().await;
+        cluster.wait_healthy(&nats, Duration::from_secs(30)).await;
+        ProductionServers {
+            cluster,
+            gateways,
+            nats,
+        }
+    }
+
+    /// Each gateway's name and process id.
+    fn gateways(&self) -> Vec<(&'static str, u32)> {
+        GATEWAYS
+            .into_iter()
+            .zip(self.gateways.iter().map(Gateway::pid))
+            .collect()
+    }
+
+    /// Each nats-server node's name and process id.
+    fn nodes(&self) -> Vec<(&'static str, u32)> {
+        let pids = self
+            .cluster
+            .nodes
+            .iter()
+            .map(|n| n.pid().expect("node runs"));
+        NODES.into_iter().zip(pids).collect()
+    }
+
+    /// What one `probe` run of `phase` measured, as JSON.
+    async fn probe(&self, phase: Phase, holders: u64, params: &Params) -> String {
+        let leases = LeaseClient::new(self.nats.clone()).with_timeout(CALL_TIMEOUT);
+        let (clients, secs) = (
+            params.concurrent_clients,
+            Duration::from_secs(params.throughput_seconds),
+        );
+        let gateways = self.gateways();
+        let pids: Vec<u32> = gateways.iter().map(|(_, pid)| *pid).collect();
+        let processes: Vec<_> = gateways.into_iter().chain(self.nodes()).collect();
+        let json = match phase {
+            Phase::Renew => serde_json::to_string(
+                &metered(
+                    &processes,
+                    secs,
+                    gateway_ops::renew_throughput(&leases, clients, secs),
+                )
+                .await,
+            ),
+            Phase::Owner => {
+                // Held, as in the full run (its renew phase holds them),
+                // so each gateway knows them from its own write or event.
+                let held = Duration::from_secs(60);
+                gateway_ops::hold_many(&leases, gateway_ops::THROUGHPUT_KEYS, clients, held).await;
+                serde_json::to_string(
+                    &metered(
+                        &processes,
+                        secs,
+                        gateway_ops::owner_throughput(&leases, clients, secs),
+                    )
+                    .await,
+                )
+            }
+            Phase::Scale => serde_json::to_string(
+                &scale::run(
+                    &leases,
+                    &pids,
+                    holders,
+                    Duration::from_millis(params.scale_ttl_ms),
+                    Duration::from_secs(params.scale_seconds),
+                )
+                .await,
+            ),
+        };
+        json.expect("JSON")
+    }
 }
 
 /// One nats-server with its default (lazy) fsync, one gateway, one etcd

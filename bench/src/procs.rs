@@ -37,10 +37,15 @@ pub async fn nats_server(sync_always: bool) -> NatsServer {
 /// The gateway, as a separate process of this binary in gateway mode (so
 /// its CPU and memory are its own), on `nats_urls` (one URL or a
 /// comma-separated list) with extra `serve` flags, once its bucket is ready.
+/// With `DAGNATS_LEASES_BIN` set, that `dagnats-leases` binary instead: an
+/// earlier build, to measure against this one.
 pub async fn gateway(nats_urls: &str, args: &[&str]) -> Gateway {
-    let program = Program {
-        path: std::env::current_exe().expect("own path"),
-        args: vec!["gateway".into()],
+    let program = match std::env::var_os("DAGNATS_LEASES_BIN") {
+        Some(_) => Program::serve(),
+        None => Program {
+            path: std::env::current_exe().expect("own path"),
+            args: vec!["gateway".into()],
+        },
     };
     let gateway = Gateway::spawn_program(&program, nats_urls, args, &[]);
     gateway.wait_ready(Duration::from_secs(30)).await;
