@@ -91,6 +91,8 @@ enum Mode {
 /// What `probe` measures.
 #[derive(Clone, Copy, ValueEnum)]
 enum Phase {
+    /// Latency of each operation over NATS, one call after another.
+    Sequential,
     /// Renews per second with 64 concurrent clients, and CPU per renew.
     Renew,
     /// Owner reads per second with 64 concurrent clients, and CPU per read.
@@ -296,6 +298,9 @@ impl ProductionServers {
         let pids: Vec<u32> = gateways.iter().map(|(_, pid)| *pid).collect();
         let processes: Vec<_> = gateways.into_iter().chain(self.nodes()).collect();
         let json = match phase {
+            Phase::Sequential => serde_json::to_string(
+                &gateway_ops::sequential_ops(&leases, params.sequential_ops).await,
+            ),
             Phase::Renew => serde_json::to_string(
                 &metered(
                     &processes,

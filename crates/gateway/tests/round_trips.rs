@@ -1,13 +1,15 @@
 //! JetStream round trips per operation, counted on the wire: a renew,
 //! release or owner is one in the common case, and so is an acquire of a
 //! key the gateway knows is free (the create alone; a key it knows held is
-//! read instead). More is a performance bug.
+//! read instead). On a replicated bucket an owner read of a key the
+//! gateway knows is its barrier alone. More is a performance bug.
 
 mod common;
 
 use std::time::Duration;
 
-use common::Setup;
+use common::cluster::{self, Cluster};
+use common::{Setup, call};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -19,13 +21,18 @@ struct Tap {
 
 impl Tap {
     async fn start(s: &Setup) -> Tap {
-        let reads = s
-            .client
+        Tap::on(&s.client).await
+    }
+
+    /// Leader reads, and publishes to the bucket (writes and barriers),
+    /// seen through `client`.
+    async fn on(client: &async_nats::Client) -> Tap {
+        let reads = client
             .subscribe("$JS.API.STREAM.MSG.GET.KV_leases")
             .await
             .unwrap();
-        let writes = s.client.subscribe("$KV.leases.>").await.unwrap();
-        s.client.flush().await.unwrap();
+        let writes = client.subscribe("$KV.leases.>").await.unwrap();
+        dagnats_leases_testkit::nats::settle(client).await;
         Tap { reads, writes }
     }
 
@@ -100,5 +107,36 @@ async fn each_operation_costs_the_round_trips_it_must_and_no_more() {
         tap.count().await,
         (0, 1),
         "acquire of a key released here: one create"
+    );
+}
+
+#[tokio::test]
+async fn on_a_replicated_bucket_an_owner_read_of_a_known_key_is_its_barrier_alone() {
+    let cluster = Cluster::start().await;
+    let _gateway = cluster::gateway_with(&cluster.urls(), &["--replicas", "3"]).await;
+    let client = cluster.client().await;
+    let mut tap = Tap::on(&client).await;
+    let lease = json!({"key": "k", "holder": "h", "ttl_ms": 15000});
+    let granted = call(&client, "acquire", lease).await;
+    assert_eq!(granted["granted"], true, "{granted}");
+    assert_eq!(
+        tap.count().await,
+        (0, 1),
+        "acquire of a fresh key: one create"
+    );
+    let owner = call(&client, "owner", json!({"key": "k"})).await;
+    assert_eq!(owner["revision"], granted["revision"], "{owner}");
+    assert_eq!(owner["holder"], "h");
+    assert_eq!(
+        tap.count().await,
+        (0, 1),
+        "owner of a key this gateway wrote: one barrier, no read"
+    );
+    let free = call(&client, "owner", json!({"key": "never-written"})).await;
+    assert_eq!(free, json!({"held": false, "key": "never-written"}));
+    assert_eq!(
+        tap.count().await,
+        (1, 1),
+        "owner of a key nobody wrote: a read and its barrier"
     );
 }
