@@ -246,10 +246,11 @@ async fn production(params: &Params) -> Figures {
 
 /// The production layout's NATS side, running: three nodes, the bucket at
 /// 3 replicas, a gateway on every node's URL per name in [`GATEWAYS`].
+/// Dropped in this order: the gateways stop before the nodes they use.
 struct ProductionServers {
-    cluster: Cluster,
     gateways: Vec<Gateway>,
     nats: async_nats::Client,
+    cluster: Cluster,
 }
 
 impl ProductionServers {
@@ -263,9 +264,9 @@ impl ProductionServers {
         let nats = cluster.client().await;
         cluster.wait_healthy(&nats, Duration::from_secs(30)).await;
         ProductionServers {
-            cluster,
             gateways,
             nats,
+            cluster,
         }
     }
 
