@@ -149,8 +149,9 @@ pub(crate) fn store_batch(outcome: &'static str, size: usize) {
         .increment(size as u64);
 }
 
-/// Counts one owner read by how it was answered: `known` (what this
-/// gateway knew of the key, proved current by one check) or `read`.
+/// Counts one owner read (owner's, or the one a forward starts with) by
+/// how it was answered: `known` (what this gateway knew of the key, proved
+/// current by one check) or `read`.
 pub(crate) fn owner_read(path: &'static str) {
     metrics::counter!("dagnats_owner_reads_total", "path" => path).increment(1);
 }
