@@ -162,6 +162,12 @@ pub(crate) fn store_too_late() {
     metrics::counter!("dagnats_store_writes_too_late_total").increment(1);
 }
 
+/// Counts one call answered by a confirmation it shared with the calls
+/// that waited with it (`what`: `read` or `check`) instead of its own.
+pub(crate) fn store_confirmation_shared(what: &'static str) {
+    metrics::counter!("dagnats_store_confirmations_shared_total", "what" => what).increment(1);
+}
+
 /// Counts one full batch sent beside the sends already in flight.
 pub(crate) fn store_batch_beside() {
     metrics::counter!("dagnats_store_batches_beside_total").increment(1);

@@ -525,6 +525,9 @@ impl Holder {
     }
 }
 
+/// Owner reads of one key a reader sends at once, now and then.
+const BURST: usize = 4;
+
 /// Reads owners of random keys.
 async fn read(
     client: async_nats::Client,
@@ -534,10 +537,17 @@ async fn read(
     until: Duration,
 ) {
     while rec.now() < until {
-        // One read in four lists every key at once.
+        // One read in four lists every key at once; one in four is a
+        // burst on one key, so a gateway that gets three of it shares a
+        // confirmation between the two that wait.
+        let key = &keys[rng.below(keys.len())];
         match rng.below(4) {
             0 => read_list(&client, &rec, &keys).await,
-            _ => read_owner(&client, &rec, &keys[rng.below(keys.len())]).await,
+            1 => {
+                let burst = (0..BURST).map(|_| read_owner(&client, &rec, key));
+                futures::future::join_all(burst).await;
+            }
+            _ => read_owner(&client, &rec, key).await,
         }
         tokio::time::sleep(rng.millis(20, 120)).await;
     }
@@ -1004,7 +1014,7 @@ async fn fault_run(plan: Plan) -> usize {
     // The run took every path: atomic batches were sent, committed (each
     // message told its revision) or refused (each sent again alone), some
     // beside another in flight; owner reads were answered both from what a
-    // gateway knew and by reading.
+    // gateway knew and by reading, and some by a check they shared.
     for gateway in &gateways {
         count_paths(gateway, &rec).await;
     }
@@ -1020,6 +1030,10 @@ async fn fault_run(plan: Plan) -> usize {
         "no owner read from what was known"
     );
     assert!(paths["owner_read"] > 0, "no owner read by reading");
+    assert!(
+        paths["shared_check"] > 0,
+        "no owner read answered by a check it shared"
+    );
     violations.len()
 }
 
@@ -1042,6 +1056,10 @@ async fn count_paths(gateway: &Gateway, rec: &Recorder) {
         ("beside", "dagnats_store_batches_beside_total"),
         ("owner_known", r#"dagnats_owner_reads_total{path="known"}"#),
         ("owner_read", r#"dagnats_owner_reads_total{path="read"}"#),
+        (
+            "shared_check",
+            r#"dagnats_store_confirmations_shared_total{what="check"}"#,
+        ),
     ];
     for (path, series) in series {
         let n = http.metric(series).await;

@@ -140,3 +140,27 @@ async fn on_a_replicated_bucket_an_owner_read_of_a_known_key_is_its_barrier_alon
         "owner of a key nobody wrote: a read and its barrier"
     );
 }
+
+#[tokio::test]
+async fn concurrent_owner_reads_of_one_known_key_share_their_barriers() {
+    const READERS: usize = 20;
+    let cluster = Cluster::start().await;
+    let _gateway = cluster::gateway_with(&cluster.urls(), &["--replicas", "3"]).await;
+    let client = cluster.client().await;
+    let lease = json!({"key": "hot", "holder": "h", "ttl_ms": 15000});
+    let granted = call(&client, "acquire", lease).await;
+    assert_eq!(granted["granted"], true, "{granted}");
+    let mut tap = Tap::on(&client).await;
+    let reads = (0..READERS).map(|_| call(&client, "owner", json!({"key": "hot"})));
+    for owner in futures::future::join_all(reads).await {
+        assert_eq!(owner["holder"], "h", "{owner}");
+        assert_eq!(owner["revision"], granted["revision"], "{owner}");
+    }
+    let (msg_gets, barriers) = tap.count().await;
+    println!("{READERS} concurrent owner reads: {barriers} barriers, {msg_gets} reads");
+    assert_eq!(msg_gets, 0, "a known key is never read");
+    assert!(
+        (1..=READERS / 2).contains(&barriers),
+        "{READERS} reads sent {barriers} barriers: the readers that wait together share one"
+    );
+}

@@ -16,14 +16,14 @@
 //! one read. It is checked in the replicated log's order, so when it is
 //! acknowledged the value read was the key's current one at that point.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::jsapi::{ApiError, Failure, JetStream, NO_JETSTREAM, api_subject, code};
 use super::publisher::{Publish, Publisher};
 use super::snapshot;
+use super::turns::Turns;
 use crate::core::ports::{KeyEntry, StoreError, Write};
 use async_nats::{HeaderMap, HeaderName, Subject};
 use base64::Engine;
@@ -53,15 +53,6 @@ fn busy_backoff(attempt: u32) -> Duration {
     Duration::from_millis(5 << attempt.min(4)) + Duration::from_nanos(jitter.into())
 }
 
-/// Confirmed reads of one key in this gateway (see [`Bucket::last`]).
-#[derive(Default)]
-struct KeyReads {
-    /// Confirmed reads started so far.
-    started: AtomicU64,
-    /// The last one's number and outcome; held while one runs.
-    last: tokio::sync::Mutex<Option<(u64, ReadOutcome)>>,
-}
-
 type ReadOutcome = Result<(u64, Option<Entry>), StoreError>;
 
 /// A handle on the bucket.
@@ -77,8 +68,10 @@ pub(super) struct Bucket {
     /// Whether reads are confirmed by a barrier: only a replicated bucket
     /// can have a deposed leader still answering.
     confirm_reads: bool,
-    /// The keys being read with confirmation now (see [`Bucket::last`]).
-    reads: Arc<Mutex<HashMap<String, Arc<KeyReads>>>>,
+    /// Confirmed reads by key, shared by the callers that wait together.
+    reads: Turns<ReadOutcome>,
+    /// Checks that a key is still at a revision, shared the same way.
+    checks: Turns<(u64, Result<bool, StoreError>)>,
 }
 
 #[derive(Deserialize)]
@@ -117,59 +110,39 @@ impl Bucket {
             msg_get: api_subject(&format!("STREAM.MSG.GET.{STREAM}")),
             highest_seen,
             confirm_reads,
-            reads: Arc::default(),
+            reads: Turns::new("read"),
+            checks: Turns::new("check"),
         }
     }
 
     /// The last message of `key`, read through the stream leader and, on a
-    /// replicated bucket, confirmed current by a barrier.
-    ///
-    /// Barriers on one key cannot be in flight together (the server
-    /// refuses the second, 10164), so within this gateway one confirmed
-    /// read of a key runs at a time, and the reads that arrived while it
-    /// ran share the next one: it starts after they arrived and its barrier
-    /// lands before they answer, so its answer is current for each of them.
+    /// replicated bucket, confirmed current by a barrier; concurrent reads
+    /// of one key share confirmations (`turns.rs`).
     pub(super) async fn last(&self, key: &str) -> Result<Option<Entry>, StoreError> {
         if !self.confirm_reads {
             return self.read(key).await.map(|(_, entry)| entry);
         }
-        let reads = self
+        let outcome = self
             .reads
-            .lock()
-            .expect("reads lock")
-            .entry(key.to_string())
-            .or_default()
-            .clone();
-        let arrived = reads.started.load(Ordering::SeqCst);
-        let outcome = {
-            let mut last = reads.last.lock().await;
-            match &*last {
-                Some((cycle, outcome)) if *cycle > arrived => outcome.clone(),
-                _ => {
-                    let cycle = reads.started.fetch_add(1, Ordering::SeqCst) + 1;
-                    let outcome = self.confirmed_read(key).await;
-                    *last = Some((cycle, outcome.clone()));
-                    outcome
-                }
-            }
-        };
-        let mut map = self.reads.lock().expect("reads lock");
-        // Held by the map and this call only: nobody else reads `key` now.
-        if Arc::strong_count(&reads) == 2 {
-            map.remove(key);
-        }
+            .take(key, |_| true, || self.confirmed_read(key))
+            .await;
         outcome.map(|(_, entry)| entry)
     }
 
     /// Whether `key`'s last sequence is still `seq` (0: no message): on a
-    /// replicated bucket one barrier, without a read; on a single replica,
-    /// where the one server is the leader, one read.
+    /// replicated bucket one barrier, without a read, shared by concurrent
+    /// checks of the same revision; on a single replica, where the one
+    /// server is the leader, one read.
     pub(super) async fn still_at(&self, key: &str, seq: u64) -> Result<bool, StoreError> {
-        if self.confirm_reads {
-            self.confirm(key, seq).await
-        } else {
-            Ok(self.read(key).await?.0 == seq)
+        if !self.confirm_reads {
+            return Ok(self.read(key).await?.0 == seq);
         }
+        let check = || async move { (seq, self.confirm(key, seq).await) };
+        let (_, outcome) = self
+            .checks
+            .take(key, |(checked, _)| *checked == seq, check)
+            .await;
+        outcome
     }
 
     /// A read followed by its barrier, read again if the key changed.

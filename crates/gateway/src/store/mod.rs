@@ -15,6 +15,7 @@ mod jsapi;
 mod provision;
 mod publisher;
 mod snapshot;
+mod turns;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
