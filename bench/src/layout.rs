@@ -102,13 +102,14 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
     }
 
     let gateway_pids: Vec<u32> = setup.gateways.iter().map(|(_, pid)| *pid).collect();
+    let server_pids: Vec<u32> = setup.nats_servers.iter().map(|(_, pid)| *pid).collect();
     let before_scale = bucket_messages(nats).await;
     let mut scales = Vec::new();
     for holders in &params.scale_holders {
         eprintln!("[{}] scale, {holders} holders ...", setup.name);
         let ttl = Duration::from_millis(params.scale_ttl_ms);
         let run_for = Duration::from_secs(params.scale_seconds);
-        scales.push(scale::run(leases, &gateway_pids, *holders, ttl, run_for).await);
+        scales.push(scale::run(leases, &gateway_pids, &server_pids, *holders, ttl, run_for).await);
     }
 
     // The scale phase's leases expire in seconds and leave markers for a

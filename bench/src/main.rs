@@ -328,6 +328,7 @@ impl ProductionServers {
                 &scale::run(
                     &leases,
                     &pids,
+                    &self.nodes().iter().map(|(_, pid)| *pid).collect::<Vec<_>>(),
                     holders,
                     Duration::from_millis(params.scale_ttl_ms),
                     Duration::from_secs(params.scale_seconds),

@@ -549,6 +549,8 @@ impl Figures {
                 "wrongly lost",
                 "errors",
                 "gateways' CPU % (sum)",
+                "nats-servers' CPU % (sum)",
+                "load generator CPU %",
                 "gateway RSS MB (largest)",
             ],
             self.scale.iter().map(|s| {
@@ -560,6 +562,8 @@ impl Figures {
                     s.wrongly_lost.to_string(),
                     s.errors.to_string(),
                     format!("{:.0}", s.gateway_cpu_percent),
+                    format!("{:.0}", s.servers_cpu_percent),
+                    format!("{:.0}", s.load_cpu_percent),
                     format!("{:.1}", s.gateway_rss_mb),
                 ]
             }),

@@ -29,6 +29,12 @@ pub struct Scale {
     pub errors: u64,
     /// The gateways' CPU together, in percent of one core.
     pub gateway_cpu_percent: f64,
+    /// The nats-server nodes' CPU together, in percent of one core: with
+    /// the gateways' and the load generator's, how near the machine's
+    /// cores the run was.
+    pub servers_cpu_percent: f64,
+    /// This process's CPU (the holders' side), in percent of one core.
+    pub load_cpu_percent: f64,
     /// The largest resident memory of a gateway.
     pub gateway_rss_mb: f64,
 }
@@ -36,6 +42,7 @@ pub struct Scale {
 pub async fn run(
     leases: &LeaseClient,
     gateway_pids: &[u32],
+    server_pids: &[u32],
     holders: u64,
     ttl: Duration,
     run_for: Duration,
@@ -49,6 +56,8 @@ pub async fn run(
         Arc::new(AtomicU64::new(0)),
     );
     let before: Vec<Usage> = gateway_pids.iter().map(|p| usage(*p)).collect();
+    let servers_before: Vec<Usage> = server_pids.iter().map(|p| usage(*p)).collect();
+    let load_before = usage(std::process::id());
     let begin = Instant::now();
     let end = begin + run_for;
     let tasks: Vec<_> = (0..holders)
@@ -130,11 +139,19 @@ pub async fn run(
     let after: Vec<Usage> = gateway_pids.iter().map(|p| usage(*p)).collect();
     let largest = after.iter().map(|u| u.rss_bytes).max().unwrap_or(0);
     let peak_rss = sampler.await.unwrap_or(0).max(largest);
-    let gateway_cpu: f64 = before
-        .into_iter()
-        .zip(after)
-        .map(|(before, after)| cpu_percent(before, after))
-        .sum();
+    let summed = |before: Vec<Usage>, after: Vec<Usage>| -> f64 {
+        before
+            .into_iter()
+            .zip(after)
+            .map(|(b, a)| cpu_percent(b, a))
+            .sum()
+    };
+    let gateway_cpu = summed(before, after);
+    let servers_cpu = summed(
+        servers_before,
+        server_pids.iter().map(|p| usage(*p)).collect(),
+    );
+    let load_cpu = cpu_percent(load_before, usage(std::process::id()));
     let renew = recorder.lock().await.latency();
     Scale {
         holders,
@@ -146,6 +163,8 @@ pub async fn run(
         wrongly_lost: lost.load(Ordering::Relaxed),
         errors: errors.load(Ordering::Relaxed),
         gateway_cpu_percent: gateway_cpu,
+        servers_cpu_percent: servers_cpu,
+        load_cpu_percent: load_cpu,
         gateway_rss_mb: peak_rss as f64 / 1_048_576.0,
     }
 }
