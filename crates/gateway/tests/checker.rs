@@ -362,6 +362,35 @@ fn a_transfer_granted_while_another_holder_is_entitled_is_two_owners() {
 }
 
 #[test]
+fn a_receivers_acquire_answered_with_the_transferred_lease_ends_with_its_next_transfer() {
+    // b asks for k8 while a hands it to b; b's acquire, started first and
+    // answered last, finds the transferred record: one tenure, which ends
+    // when b hands the key on to c (found by a 300 s fault run, 2026-12-02).
+    let history = vec![
+        at("k8", 0, 10, acquire("a", granted(50))),
+        at("k8", 1000, 2100, acquire("b", granted(51))),
+        at("k8", 1020, 1023, transfer("a", 50, "b", granted(51))),
+        at("k8", 3100, 3105, transfer("b", 51, "c", granted(52))),
+        at("k8", 3200, 3200, processed("c", 52)),
+    ];
+    let violations = check(&history);
+    assert!(violations.is_empty(), "{violations:#?}");
+}
+
+#[test]
+fn a_receiver_still_acting_after_handing_on_a_transferred_lease_is_two_owners() {
+    // The same story, but b renews after handing k8 on: b and c at once.
+    let mut history = vec![
+        at("k8", 0, 10, acquire("a", granted(50))),
+        at("k8", 1000, 2100, acquire("b", granted(51))),
+        at("k8", 1020, 1023, transfer("a", 50, "b", granted(51))),
+        at("k8", 3100, 3105, transfer("b", 51, "c", granted(52))),
+    ];
+    history.push(at("k8", 3300, 3310, renew("b", 51, granted(53))));
+    assert_only(history, Kind::TwoOwners);
+}
+
+#[test]
 fn a_forward_processed_by_the_sender_after_its_transfer_is_caught() {
     let mut history = handed_over();
     history.push(at("k4", 1505, 1505, processed("a", 21)));

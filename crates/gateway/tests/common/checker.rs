@@ -399,8 +399,14 @@ fn entitlements<'a>(ops: &[&'a Op]) -> Vec<Entitled<'a>> {
                     outcome: Outcome::Granted { revision, lasts },
                     ..
                 } => {
-                    all.extend(current.take());
-                    tenure = Some(*revision);
+                    // The receiver's own acquire, started before the
+                    // transfer and answered after it, may have found the
+                    // very record the transfer wrote: one tenure, not two.
+                    let same = current.as_ref().is_some_and(|c| c.tenure == *revision);
+                    if !same {
+                        all.extend(current.take());
+                        tenure = Some(*revision);
+                    }
                     let until = op.start + (*ttl).min(*lasts);
                     extend(&mut current, holder, *revision, op.end, until);
                 }
@@ -421,7 +427,10 @@ fn extend<'a>(
     until: Duration,
 ) {
     match current {
-        Some(c) => c.to = c.to.max(until),
+        Some(c) => {
+            c.from = c.from.min(from);
+            c.to = c.to.max(until);
+        }
         None => {
             *current = Some(Entitled {
                 holder,
