@@ -664,6 +664,8 @@ enum Fault {
         at: Duration,
         lasted: Duration,
         elected: Option<Duration>,
+        /// The node each gateway was connected to as the cut began.
+        gateways_on: Vec<String>,
     },
 }
 
@@ -835,6 +837,7 @@ async fn inject(
                     _ => rng.below(cluster.nodes.len()),
                 };
                 let isolated = !first && rng.below(3) == 0;
+                let gateways_on = gateway_nodes(gateways).await;
                 let at = rec.now();
                 if isolated {
                     cluster.isolate(index);
@@ -859,6 +862,7 @@ async fn inject(
                     at,
                     lasted,
                     elected,
+                    gateways_on,
                 });
             }
             _ => {
@@ -1035,6 +1039,23 @@ async fn fault_run(plan: Plan) -> usize {
         "no owner read answered by a check it shared"
     );
     violations.len()
+}
+
+/// The node each gateway is connected to now (its `/v1/cluster`), `?`
+/// when it does not say.
+async fn gateway_nodes(gateways: &[Gateway]) -> Vec<String> {
+    let mut nodes = Vec::new();
+    for gateway in gateways {
+        let cluster = common::Http::of(gateway).await.get("/v1/cluster").await;
+        let connected = cluster.body["nodes"].as_array().and_then(|nodes| {
+            nodes
+                .iter()
+                .find(|n| n["connected"] == true)
+                .and_then(|n| n["name"].as_str())
+        });
+        nodes.push(connected.unwrap_or("?").to_string());
+    }
+    nodes
 }
 
 /// Adds what `gateway` did so far to the run's, by path.
@@ -1386,6 +1407,7 @@ fn report(
                 at,
                 lasted,
                 elected: new_leader,
+                gateways_on,
             } => {
                 let what = if *leader { "stream leader" } else { "follower" };
                 let from = if *isolated {
@@ -1404,10 +1426,12 @@ fn report(
                     true => elected(back, *at, *new_leader),
                     false => String::new(),
                 };
+                let there = gateways_on.iter().filter(|on| *on == node).count();
                 println!(
-                    "  {:>6.1} s  {what} {node} cut off from its {from} for {:.1} s, then healed; {}{election}{lost}",
+                    "  {:>6.1} s  {what} {node} cut off from its {from} for {:.1} s, then healed ({there} of the gateways on it: {}); {}{election}{lost}",
                     at.as_secs_f64(),
                     lasted.as_secs_f64(),
+                    gateways_on.join(", "),
                     served_again(back)
                 );
             }
