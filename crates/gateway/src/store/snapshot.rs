@@ -6,11 +6,18 @@
 //! cut off while it still believes it leads (see `bucket.rs`). So first a
 //! barrier, a publish only the current stream leader can commit, is
 //! acknowledged at sequence `B`. Then the consumer's messages are read
-//! until one at `B` or later has arrived and none is pending. The stream
-//! is one log, so a node that delivered `B` holds every write acknowledged
-//! before the list began: the snapshot is the bucket as of a moment inside
-//! the call. One barrier and one consumer replace a confirmed read per key
-//! (10,000 leases: 3.35 s then, 0.1 to 0.4 s now).
+//! until one at `B` or later has arrived and none is pending.
+//!
+//! The consumer's first messages are the last message of each subject as
+//! its node held them when the consumer was made, the barrier subject's
+//! included. Only if that one is at `B` or later did the node hold every
+//! write acknowledged before the list began; then the snapshot is the
+//! bucket as of a moment inside the call. A node still catching up (a
+//! healed partition) can start from older messages and reach `B` later
+//! by restoring a leader's snapshot, which delivers none of the writes in
+//! between: a 300 s fault run listed revisions 25 s old that way. Such a
+//! list answers `unavailable`. One barrier and one consumer replace a
+//! confirmed read per key (10,000 leases: 3.35 s then, 0.1 to 0.4 s now).
 
 use std::collections::HashMap;
 
@@ -22,7 +29,7 @@ use time::OffsetDateTime;
 
 use super::jsapi::{JetStream, TIMEOUT};
 use crate::core::ports::{KeyEntry, StoreError};
-use dagnats_leases_wire::names::{KEY_SUBJECTS, STREAM, key_subject};
+use dagnats_leases_wire::names::{KEY_SUBJECTS, READ_BARRIER_SUBJECT, STREAM, key_subject};
 use dagnats_leases_wire::record::{Entry, decode_entry};
 
 /// Messages asked for in one pull: a bucket of 10,000 keys arrives in one
@@ -62,6 +69,7 @@ pub(super) async fn entries(
         .map_err(|_| StoreError::Unavailable(timed_out("create a consumer")))?
         .map_err(|err| unavailable("creating a consumer", &err))?;
     let name = consumer.cached_info().name.clone();
+    let mut start = StartSet::new(consumer.cached_info().num_pending, barrier);
     let mut messages = consumer
         .stream()
         .max_messages_per_batch(BATCH)
@@ -98,6 +106,7 @@ pub(super) async fn entries(
             )));
         }
         reached = reached.max(seq);
+        start.saw(number, next.subject.as_str(), seq);
         // The barrier subject has a token more than any key.
         if let Some(key) = next.subject.as_str().strip_prefix(prefix.as_str())
             && !key.contains('.')
@@ -105,7 +114,13 @@ pub(super) async fn entries(
             last.insert(key.to_string(), (seq, stored_at, next));
         }
         if pending == 0 && reached >= barrier {
-            break Ok(());
+            break match start.current {
+                true => Ok(()),
+                false => Err(StoreError::Unavailable(
+                    "listing the bucket: the node serving the list was behind the stream leader"
+                        .into(),
+                )),
+            };
         }
     };
     // Gone at once rather than after its inactivity threshold; a failed
@@ -118,6 +133,31 @@ pub(super) async fn entries(
         .into_iter()
         .map(|(key, (seq, stored_at, message))| (key, decode(seq, stored_at, &message)))
         .collect())
+}
+
+/// Whether the consumer's start set (the first `len` messages: each
+/// subject's last as its node held them) reached the barrier.
+struct StartSet {
+    len: u64,
+    barrier: u64,
+    current: bool,
+}
+
+impl StartSet {
+    fn new(len: u64, barrier: u64) -> Self {
+        StartSet {
+            len,
+            barrier,
+            current: false,
+        }
+    }
+
+    /// Notes the consumer's `number`th message, on `subject` at `seq`.
+    fn saw(&mut self, number: u64, subject: &str, seq: u64) {
+        if number <= self.len && subject == READ_BARRIER_SUBJECT && seq >= self.barrier {
+            self.current = true;
+        }
+    }
 }
 
 /// The entry a delivered message at `seq` holds.
@@ -135,4 +175,38 @@ fn decode(seq: u64, stored_at: OffsetDateTime, message: &Message) -> Result<Entr
 
 fn timed_out(what: &str) -> String {
     format!("JetStream did not {what} within {} ms", TIMEOUT.as_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StartSet;
+    use dagnats_leases_wire::names::{READ_BARRIER_SUBJECT, key_subject};
+
+    #[test]
+    fn a_start_set_holding_the_barrier_is_current() {
+        let mut start = StartSet::new(3, 10);
+        start.saw(1, &key_subject("a"), 4);
+        start.saw(2, &key_subject("b"), 7);
+        start.saw(3, READ_BARRIER_SUBJECT, 10);
+        assert!(start.current);
+    }
+
+    #[test]
+    fn a_node_that_reached_the_barrier_only_after_starting_is_not_current() {
+        // Its start set ends at an older barrier; the list's own arrives
+        // later, after writes to the keys that may never be delivered.
+        let mut start = StartSet::new(3, 10);
+        start.saw(1, &key_subject("a"), 4);
+        start.saw(2, READ_BARRIER_SUBJECT, 6);
+        start.saw(3, &key_subject("b"), 7);
+        start.saw(4, READ_BARRIER_SUBJECT, 12);
+        assert!(!start.current);
+    }
+
+    #[test]
+    fn a_start_set_without_a_barrier_is_not_current() {
+        let mut start = StartSet::new(1, 10);
+        start.saw(1, &key_subject("a"), 11);
+        assert!(!start.current, "a key past the barrier proves nothing");
+    }
 }
