@@ -11,7 +11,8 @@
 //! So every [`PROBE_EVERY`] the gateway reads the INFO of each node of
 //! `NATS_URL` on a connection of its own, and when the node it is on lists
 //! fewer nodes than another reachable node does, twice in a row, it
-//! reconnects to the node that lists the most. Nodes that see the same
+//! reconnects to one of the nodes that list the most, picked at random so
+//! the gateways of a cut node do not all land on one. Nodes that see the same
 //! cluster never trigger a move, so a killed node, whose peers all lose it
 //! alike, does not.
 
@@ -42,15 +43,27 @@ pub(crate) struct NodeView {
 }
 
 /// Which of the nodes `seen` the gateway, connected to the node `current`,
-/// should move to: the first of those that list the most nodes, if that is
-/// more than `current` lists.
-pub(crate) fn move_to(current: &str, seen: &[NodeView]) -> Option<usize> {
+/// should move to: one of those that list the most nodes, if that is more
+/// than `current` lists; `pick` chooses among them, so gateways that move
+/// at once spread out instead of all landing on one node.
+pub(crate) fn move_to(current: &str, seen: &[NodeView], pick: usize) -> Option<usize> {
     let here = seen.iter().find(|node| node.server_id == current)?;
     let most = seen.iter().map(|node| node.connect_urls.len()).max()?;
-    let best = seen
-        .iter()
-        .position(|node| node.connect_urls.len() == most)?;
-    (most > here.connect_urls.len()).then_some(best)
+    if most <= here.connect_urls.len() {
+        return None;
+    }
+    let best: Vec<usize> = (0..seen.len())
+        .filter(|&i| seen[i].connect_urls.len() == most)
+        .collect();
+    Some(best[pick % best.len()])
+}
+
+/// A number that differs from gateway to gateway and move to move.
+fn pick() -> usize {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.subsec_nanos());
+    (nanos as usize / 1000) ^ std::process::id() as usize
 }
 
 /// Where the next reconnection goes once a move chose a node.
@@ -110,7 +123,7 @@ pub(crate) async fn keep_on_the_larger_side(
             .filter_map(|(addr, view)| Some((addr, view?)))
             .unzip();
         let current = client.server_info();
-        let Some(best) = move_to(&current.server_id, &seen) else {
+        let Some(best) = move_to(&current.server_id, &seen, pick()) else {
             in_a_row = 0;
             continue;
         };
@@ -162,29 +175,31 @@ mod tests {
     }
 
     #[test]
-    fn a_gateway_on_a_node_that_lost_its_peers_moves_to_one_that_sees_more() {
+    fn a_gateway_on_a_node_that_lost_its_peers_moves_to_one_of_those_that_see_more() {
         let seen = [
             node("n1", &["a", "b"]),
             node("n2", &["a", "b"]),
             node("n3", &["c"]),
         ];
-        assert_eq!(move_to("n3", &seen), Some(0));
-        assert_eq!(move_to("n1", &seen), None, "n1 sees as much as anyone");
+        for pick in 0..4 {
+            assert_eq!(move_to("n3", &seen, pick), Some(pick % 2));
+        }
+        assert_eq!(move_to("n1", &seen, 0), None, "n1 sees as much as anyone");
     }
 
     #[test]
     fn nodes_that_see_the_same_cluster_keep_their_gateways() {
         // n3 killed: n1 and n2 both lost it.
         let seen = [node("n1", &["a", "b"]), node("n2", &["a", "b"])];
-        assert_eq!(move_to("n1", &seen), None);
+        assert_eq!(move_to("n1", &seen, 0), None);
         let all = [node("n1", &["a", "b", "c"]), node("n2", &["a", "b", "c"])];
-        assert_eq!(move_to("n2", &all), None);
+        assert_eq!(move_to("n2", &all, 1), None);
     }
 
     #[test]
     fn a_node_not_probed_is_never_left_on_a_guess() {
         // Connected through a URL not in NATS_URL, or its probe failed.
         let seen = [node("n1", &["a", "b"]), node("n2", &["a"])];
-        assert_eq!(move_to("n9", &seen), None);
+        assert_eq!(move_to("n9", &seen, 0), None);
     }
 }

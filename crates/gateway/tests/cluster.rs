@@ -191,20 +191,28 @@ async fn a_gateway_whose_node_goes_silent_reconnects_to_another_within_a_few_pin
         return;
     };
     let _gateway = cluster::gateway(&cluster.urls()).await;
-    let on = eventually("the gateway's node", Duration::from_secs(10), || async {
-        cluster.nodes.iter().position(|n| n.gateways() == 1)
-    })
-    .await;
+    let on = gateway_node(&cluster).await;
     cluster.isolate(on);
     let started = Instant::now();
-    let moved = eventually(
-        "the gateway to reconnect to a node it can reach",
-        Duration::from_secs(20),
-        || async { (0..NODES).find(|&i| i != on && cluster.nodes[i].gateways() == 1) },
-    )
-    .await;
+    let moved = gateway_moved_off(&cluster, on, Duration::from_secs(20)).await;
     println!("reconnected to node {moved} after {:?}", started.elapsed());
     cluster.heal(on);
+}
+
+/// The node the one gateway of `cluster` is connected to.
+async fn gateway_node(cluster: &Cluster) -> usize {
+    eventually("the gateway's node", Duration::from_secs(10), || async {
+        cluster.nodes.iter().position(|n| n.gateways() == 1)
+    })
+    .await
+}
+
+/// The node the one gateway of `cluster` reconnected to, off node `on`.
+async fn gateway_moved_off(cluster: &Cluster, on: usize, within: Duration) -> usize {
+    eventually("the gateway on another node", within, || async {
+        (0..NODES).find(|&i| i != on && cluster.nodes[i].gateways() == 1)
+    })
+    .await
 }
 
 #[tokio::test]
@@ -218,18 +226,10 @@ async fn a_gateway_on_a_node_cut_off_from_its_peers_moves_to_the_larger_side_and
     let http = Http::of(&gateway).await;
     let ctl = cluster.client().await;
     cluster.wait_healthy(&ctl, Duration::from_secs(60)).await;
-    let on = eventually("the gateway's node", Duration::from_secs(10), || async {
-        cluster.nodes.iter().position(|n| n.gateways() == 1)
-    })
-    .await;
+    let on = gateway_node(&cluster).await;
     cluster.partition(on);
     let started = Instant::now();
-    let moved = eventually(
-        "the gateway to move to a node that sees its peers",
-        Duration::from_secs(30),
-        || async { (0..NODES).find(|&i| i != on && cluster.nodes[i].gateways() == 1) },
-    )
-    .await;
+    let moved = gateway_moved_off(&cluster, on, Duration::from_secs(30)).await;
     println!(
         "moved from node {on} to node {moved} after {:?}",
         started.elapsed()
