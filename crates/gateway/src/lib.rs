@@ -41,7 +41,6 @@ mod http;
 mod metrics;
 mod nats;
 mod owner_hop;
-mod placement;
 mod store;
 mod telemetry;
 
@@ -165,9 +164,7 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
     let http_addr = listener
         .local_addr()
         .map_err(|err| RunError::Settings(format!("DAGNATS_HTTP_ADDR: {err}")))?;
-    let steer = placement::Steer::default();
-    let options = steer
-        .steering(options)
+    let options = options
         .retry_on_initial_connect()
         .max_reconnects(None)
         .event_callback(|event| async move {
@@ -199,12 +196,6 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
         Arc::new(owner_hop::OwnerInbox::new(client.clone())),
     );
     let mut provisioning = tokio::spawn(store::keep_provisioned(provisioner, stop.child_token()));
-    tokio::spawn(placement::keep_on_the_larger_side(
-        client.clone(),
-        steer,
-        config.nats.servers(),
-        stop.child_token(),
-    ));
 
     let events = events::Events::new(http_settings.sse_buffer);
     let relay = tokio::spawn({
@@ -262,7 +253,6 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
                     tracing::info!(
                         service = dagnats_leases_wire::names::SERVICE_NAME,
                         id = instance.id(),
-                        server = client.server_info().server_name,
                         "serving lease requests on api.leases.*"
                     );
                     serving_tx.send_replace(true);

@@ -173,12 +173,6 @@ pub(crate) fn store_batch_beside() {
     metrics::counter!("dagnats_store_batches_beside_total").increment(1);
 }
 
-/// Counts one move to another NATS node: the one the gateway was on saw
-/// fewer nodes than another (`placement.rs`).
-pub(crate) fn nats_moved() {
-    metrics::counter!("dagnats_nats_moves_total").increment(1);
-}
-
 /// Whether the gateway's NATS connection is up (1) or not (0).
 pub(crate) fn nats_connected(connected: bool) {
     metrics::gauge!("dagnats_nats_connected").set(if connected { 1.0 } else { 0.0 });

@@ -191,76 +191,20 @@ async fn a_gateway_whose_node_goes_silent_reconnects_to_another_within_a_few_pin
         return;
     };
     let _gateway = cluster::gateway(&cluster.urls()).await;
-    let on = gateway_node(&cluster).await;
-    cluster.isolate(on);
-    let started = Instant::now();
-    let moved = gateway_moved_off(&cluster, on, Duration::from_secs(20)).await;
-    println!("reconnected to node {moved} after {:?}", started.elapsed());
-    cluster.heal(on);
-}
-
-/// The node the one gateway of `cluster` is connected to.
-async fn gateway_node(cluster: &Cluster) -> usize {
-    eventually("the gateway's node", Duration::from_secs(10), || async {
+    let on = eventually("the gateway's node", Duration::from_secs(10), || async {
         cluster.nodes.iter().position(|n| n.gateways() == 1)
     })
-    .await
-}
-
-/// The node the one gateway of `cluster` reconnected to, off node `on`.
-async fn gateway_moved_off(cluster: &Cluster, on: usize, within: Duration) -> usize {
-    eventually("the gateway on another node", within, || async {
-        (0..NODES).find(|&i| i != on && cluster.nodes[i].gateways() == 1)
-    })
-    .await
-}
-
-#[tokio::test]
-async fn a_gateway_on_a_node_cut_off_from_its_peers_moves_to_the_larger_side_and_serves_it() {
-    // The node keeps its clients, so the gateway's pings still answer
-    // there; only what the nodes advertise shows it is on the small side.
-    let Some(cluster) = isolated("a gateway leaving the small side").await else {
-        return;
-    };
-    let gateway = cluster::gateway(&cluster.urls()).await;
-    let http = Http::of(&gateway).await;
-    let ctl = cluster.client().await;
-    cluster.wait_healthy(&ctl, Duration::from_secs(60)).await;
-    let on = gateway_node(&cluster).await;
-    cluster.partition(on);
+    .await;
+    cluster.isolate(on);
     let started = Instant::now();
-    let moved = gateway_moved_off(&cluster, on, Duration::from_secs(30)).await;
-    println!(
-        "moved from node {on} to node {moved} after {:?}",
-        started.elapsed()
-    );
-    assert_eq!(http.metric("dagnats_nats_moves_total").await, 1);
-    // A caller on the larger side is served by it: before, it had no
-    // gateway at all until the partition healed.
-    let caller = async_nats::connect(&cluster.nodes[moved].url)
-        .await
-        .unwrap();
-    let lease = json!({"key": "larger-side", "holder": "h", "ttl_ms": 15000});
-    let granted = eventually(
-        "an acquire on the larger side",
-        Duration::from_secs(30),
-        || async {
-            try_call(&caller, "acquire", lease.clone())
-                .await
-                .filter(|reply| reply["granted"] == true)
-        },
+    let moved = eventually(
+        "the gateway to reconnect to a node it can reach",
+        Duration::from_secs(20),
+        || async { (0..NODES).find(|&i| i != on && cluster.nodes[i].gateways() == 1) },
     )
     .await;
-    assert_eq!(granted["holder"], "h");
+    println!("reconnected to node {moved} after {:?}", started.elapsed());
     cluster.heal(on);
-    // Healed, the nodes see the same cluster again: the gateway stays.
-    cluster.wait_healthy(&ctl, Duration::from_secs(60)).await;
-    assert_eq!(
-        cluster.nodes[moved].gateways(),
-        1,
-        "the gateway moved again"
-    );
-    assert_eq!(http.metric("dagnats_nats_moves_total").await, 1);
 }
 
 #[tokio::test]
