@@ -55,7 +55,9 @@ pub(super) async fn entries(
         if let Some(entries) = attempt(jetstream, barrier).await? {
             return Ok(entries);
         }
-        tokio::time::sleep(std::time::Duration::from_millis(10 << round)).await;
+        if round < START_ROUNDS {
+            tokio::time::sleep(std::time::Duration::from_millis(10 << round)).await;
+        }
     }
     Err(StoreError::Unavailable(
         "listing the bucket: the node serving the list was behind the stream leader".into(),
