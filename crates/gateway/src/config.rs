@@ -120,6 +120,19 @@ pub struct NatsConfig {
     )]
     pub nats_url: Vec<String>,
 
+    /// Connect only to the servers NATS_URL lists, never to the others
+    /// the cluster advertises. Given one node's URL, a gateway stays on
+    /// that node (and waits for it when it is down): run one gateway per
+    /// node this way, and no partition leaves a side of the cluster
+    /// without a gateway because they all drifted onto one node.
+    #[arg(
+        long,
+        env = "DAGNATS_NATS_LISTED_ONLY",
+        value_parser = clap::builder::BoolishValueParser::new(),
+        action = clap::ArgAction::SetTrue
+    )]
+    pub nats_listed_only: bool,
+
     /// NATS credentials file (JWT and nkey seed).
     #[arg(long, env = "NATS_CREDS", conflicts_with_all = ["nats_nkey", "nats_token", "nats_user"])]
     pub nats_creds: Option<PathBuf>,
@@ -241,6 +254,9 @@ impl NatsConfig {
         let mut options = async_nats::ConnectOptions::new()
             .name("dagnats-leases")
             .ping_interval(PING_INTERVAL);
+        if self.nats_listed_only {
+            options = options.ignore_discovered_servers();
+        }
         if let Some(path) = &self.nats_creds {
             options = options
                 .credentials_file(path)

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{self, Cluster, NODES};
 use common::{Http, HttpReply, call, eventually, stream_info, try_call};
+use dagnats_leases_client::wire::reply::Owner;
+use dagnats_leases_client::{ClientError, LeaseClient};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -184,6 +186,60 @@ async fn a_gateway_whose_node_is_killed_reconnects_to_another_and_keeps_serving(
 }
 
 #[tokio::test]
+async fn a_gateway_listed_only_on_its_node_waits_for_it_where_another_moves() {
+    let mut cluster = Cluster::start().await;
+    let home = &cluster.nodes[0].url;
+    let listed_only = cluster::gateway_with(home, &["--replicas", "3", "--nats-listed-only"]).await;
+    let _moving = cluster::gateway(home).await;
+    eventually(
+        "both gateways on node 0",
+        Duration::from_secs(10),
+        || async { (cluster.nodes[0].gateways() == 2).then_some(()) },
+    )
+    .await;
+
+    cluster.nodes[0].kill();
+    // The gateway given the same URL without the flag learned the other
+    // nodes from the server and goes there; the listed-only one has
+    // nowhere to go but its own node.
+    eventually(
+        "the other gateway to reconnect to a surviving node",
+        Duration::from_secs(30),
+        || async {
+            let elsewhere: usize = cluster.nodes[1..].iter().map(|n| n.gateways()).sum();
+            (elsewhere > 0).then_some(elsewhere)
+        },
+    )
+    .await;
+    let elsewhere: usize = cluster.nodes[1..].iter().map(|n| n.gateways()).sum();
+    assert_eq!(elsewhere, 1, "the listed-only gateway moved off its node");
+
+    cluster.nodes[0].restart().await;
+    eventually(
+        "the listed-only gateway back on its node",
+        Duration::from_secs(30),
+        || async { (cluster.nodes[0].gateways() == 1).then_some(()) },
+    )
+    .await;
+    let http = Http::of(&listed_only).await;
+    let lease = eventually(
+        "the listed-only gateway to serve again",
+        Duration::from_secs(60),
+        || async {
+            let reply = http
+                .post(
+                    "/v1/leases/pinned/acquire",
+                    json!({"holder": "h", "ttl_ms": 30000}),
+                )
+                .await;
+            (reply.body["granted"] == true).then_some(reply.body)
+        },
+    )
+    .await;
+    assert_eq!(lease["holder"], "h", "{lease}");
+}
+
+#[tokio::test]
 async fn a_gateway_whose_node_goes_silent_reconnects_to_another_within_a_few_pings() {
     // Cut off from everyone, the node leaves the gateway's connection open
     // and silent: only pings tell the gateway to go elsewhere.
@@ -345,6 +401,18 @@ async fn pinned_http(cluster: &Cluster) -> (Vec<common::Gateway>, Vec<Http>) {
     (gateways, https)
 }
 
+/// One gateway per node, given that node's URL alone and
+/// `--nats-listed-only`, as docs/operations.md recommends: none of them
+/// ever moves to another node.
+async fn listed_only_per_node(cluster: &Cluster) -> Vec<common::Gateway> {
+    let mut gateways = Vec::new();
+    for node in &cluster.nodes {
+        let args = ["--replicas", "3", "--nats-listed-only"];
+        gateways.push(cluster::gateway_with(&node.url, &args).await);
+    }
+    gateways
+}
+
 /// The lease (or owner answer) in an HTTP reply, or its error kind.
 fn lease_or_kind(reply: HttpReply) -> Result<Value, String> {
     match reply.body["kind"].as_str() {
@@ -456,6 +524,64 @@ async fn a_gateway_on_a_partitioned_former_leader_never_reads_or_lists_older_tha
             .keys()
             .all(|o| o.ends_with(": current") || o.ends_with(": unavailable")),
         "{outcomes:?}"
+    );
+}
+
+#[tokio::test]
+async fn with_one_listed_only_gateway_per_node_the_larger_side_is_served_over_nats_through_a_leader_partition()
+ {
+    let Some(cluster) = isolated("the larger side served through a partition").await else {
+        return;
+    };
+    let _gateways = listed_only_per_node(&cluster).await;
+    let ctl = cluster.client().await;
+    let leader = cluster.wait_healthy(&ctl, Duration::from_secs(60)).await;
+    let larger = (leader + 1) % NODES;
+    // The resends at half and three quarters of the timeout are what
+    // carry a call past a request the queue group routed into the cut.
+    let leases = LeaseClient::new(common::client(&cluster.nodes[larger].url).await)
+        .with_timeout(Duration::from_secs(6));
+    let lease = leases
+        .acquire("k", "h", Duration::from_secs(60))
+        .await
+        .unwrap();
+
+    cluster.partition(leader);
+    let started = Instant::now();
+    let mut outcomes: HashMap<String, usize> = HashMap::new();
+    let mut served_while_cut = 0;
+    while started.elapsed() < Duration::from_secs(20) {
+        let outcome = match leases.owner("k").await {
+            Ok(owner) => {
+                let Owner::Held(read) = owner else {
+                    panic!("the lease vanished: {owner:?}");
+                };
+                assert_eq!(
+                    (read.holder, read.revision),
+                    ("h".into(), lease.lease.revision)
+                );
+                served_while_cut += 1;
+                "current".to_string()
+            }
+            Err(ClientError::Lease { kind, .. }) => format!("{kind:?}"),
+            Err(other) => format!("{other}"),
+        };
+        *outcomes.entry(outcome).or_default() += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let on_larger_side: Vec<usize> = (0..NODES)
+        .filter(|&i| i != leader)
+        .map(|i| cluster.nodes[i].gateways())
+        .collect();
+    cluster.heal(leader);
+    println!("owner reads through the larger side during the partition: {outcomes:?}");
+    assert_eq!(on_larger_side, [1, 1], "a gateway left its node");
+    assert!(served_while_cut > 0, "{outcomes:?}");
+    assert!(
+        outcomes
+            .keys()
+            .all(|o| o == "current" || o == "Unavailable"),
+        "every read answered, current or unavailable (an election): {outcomes:?}"
     );
 }
 

@@ -91,6 +91,31 @@ struct Plan {
     /// record it replaced. The gateway now refuses renews that race their
     /// lease's expiry, and both runs pause leaders to show that it holds.
     pause_leader: bool,
+    /// Whether gateway `i` is pinned to node `i % 3` (its URL alone and
+    /// `--nats-listed-only`: one gateway per node, none moving), instead
+    /// of given every node's URL.
+    pinned: bool,
+}
+
+impl Plan {
+    /// Starts gateway `index` of the run, waiting until it serves.
+    async fn gateway(&self, cluster: &Cluster, index: usize) -> Gateway {
+        let (urls, args) = self.gateway_setup(cluster, index);
+        cluster::gateway_with(&urls, &args).await
+    }
+
+    /// The URLs and arguments gateway `index` is started with.
+    fn gateway_setup(&self, cluster: &Cluster, index: usize) -> (String, Vec<&'static str>) {
+        let (urls, mut args) = (cluster.urls(), GATEWAY_ARGS.to_vec());
+        if !self.pinned {
+            return (urls, args);
+        }
+        args.push("--nats-listed-only");
+        let mut each = urls.split(',');
+        let count = each.clone().count();
+        let url = each.nth(index % count).expect("a node URL").to_string();
+        (url, args)
+    }
 }
 
 /// Every operation, and the tallies the run prints.
@@ -868,7 +893,8 @@ async fn inject(
             _ => {
                 let index = rng.below(gateways.len());
                 count_paths(&gateways[index], rec).await;
-                let new = Gateway::spawn(&cluster.urls(), GATEWAY_ARGS, &[]);
+                let (urls, args) = plan.gateway_setup(cluster, index);
+                let new = Gateway::spawn(&urls, &args, &[]);
                 logs.push(std::mem::replace(&mut gateways[index], new).log.clone());
                 faults.push(Fault::RestartGateway {
                     index,
@@ -910,8 +936,8 @@ async fn fault_run(plan: Plan) -> usize {
         }
     };
     let mut gateways = Vec::new();
-    for _ in 0..plan.gateways {
-        gateways.push(cluster::gateway_with(&cluster.urls(), GATEWAY_ARGS).await);
+    for index in 0..plan.gateways {
+        gateways.push(plan.gateway(&cluster, index).await);
     }
     let ctl = cluster.client().await;
     cluster.wait_healthy(&ctl, Duration::from_secs(60)).await;
@@ -1133,6 +1159,7 @@ async fn setting(
         ("seed", plan.seed.to_string()),
         ("duration", secs(plan.length)),
         ("leader pauses", plan.pause_leader.to_string()),
+        ("gateways pinned to one node each", plan.pinned.to_string()),
     ];
     let clients = vec![
         ("keys", plan.keys),
@@ -1482,6 +1509,7 @@ async fn a_short_fault_run_finds_no_violation() {
         forwarders: 2,
         gateways: 2,
         pause_leader: true,
+        pinned: false,
     };
     assert_eq!(fault_run(plan).await, 0);
 }
@@ -1504,6 +1532,7 @@ async fn a_long_fault_run_finds_no_violation() {
         forwarders: 3,
         gateways: 3,
         pause_leader: env("FAULT_RUN_PAUSE_LEADER", 1) == 1,
+        pinned: env("FAULT_RUN_PINNED_GATEWAYS", 1) == 1,
     };
     assert_eq!(fault_run(plan).await, 0);
 }
