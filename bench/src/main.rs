@@ -97,6 +97,10 @@ enum Phase {
     Renew,
     /// Owner reads per second with 64 concurrent clients, and CPU per read.
     Owner,
+    /// The floor under renew: raw compare-and-set publishes per second on
+    /// an R3 stream with the bucket's settings, 64 concurrent clients, and
+    /// the nodes' CPU per publish.
+    Floor,
     /// Many holders at a 3 s TTL, renewing at ttl/3.
     Scale,
 }
@@ -288,6 +292,38 @@ impl ProductionServers {
         NODES.into_iter().zip(pids).collect()
     }
 
+    /// [`metered`], and the messages and bytes the nodes handled per
+    /// operation meanwhile (their `/varz`, in and out, clients and routes
+    /// alike): what each operation costs the cluster in traffic.
+    async fn counted(
+        &self,
+        processes: &[(&'static str, u32)],
+        duration: Duration,
+        run: impl std::future::Future<Output = f64>,
+    ) -> Counted {
+        let before = self.traffic();
+        let throughput = metered(processes, duration, run).await;
+        let after = self.traffic();
+        let ops = (throughput.ops_per_second * duration.as_secs_f64()).max(1.0);
+        Counted {
+            throughput,
+            nats_messages_per_op: after[0].saturating_sub(before[0]) as f64 / ops,
+            nats_bytes_per_op: after[1].saturating_sub(before[1]) as f64 / ops,
+        }
+    }
+
+    /// Messages and bytes in and out of every node so far, summed.
+    fn traffic(&self) -> [u64; 2] {
+        let mut total = [0; 2];
+        for node in &self.cluster.nodes {
+            let varz = node.varz().expect("the node's /varz");
+            let count = |field: &str| varz[field].as_u64().expect("a /varz counter");
+            total[0] += count("in_msgs") + count("out_msgs");
+            total[1] += count("in_bytes") + count("out_bytes");
+        }
+        total
+    }
+
     /// What one `probe` run of `phase` measured, as JSON.
     async fn probe(&self, phase: Phase, holders: u64, params: &Params) -> String {
         let leases = LeaseClient::new(self.nats.clone()).with_timeout(CALL_TIMEOUT);
@@ -303,12 +339,13 @@ impl ProductionServers {
                 &gateway_ops::sequential_ops(&leases, params.sequential_ops).await,
             ),
             Phase::Renew => serde_json::to_string(
-                &metered(
-                    &processes,
-                    secs,
-                    gateway_ops::renew_throughput(&leases, clients, secs),
-                )
-                .await,
+                &self
+                    .counted(
+                        &processes,
+                        secs,
+                        gateway_ops::renew_throughput(&leases, clients, secs),
+                    )
+                    .await,
             ),
             Phase::Owner => {
                 // Held, as in the full run (its renew phase holds them),
@@ -316,12 +353,25 @@ impl ProductionServers {
                 let held = Duration::from_secs(60);
                 gateway_ops::hold_many(&leases, gateway_ops::THROUGHPUT_KEYS, clients, held).await;
                 serde_json::to_string(
-                    &metered(
-                        &processes,
-                        secs,
-                        gateway_ops::owner_throughput(&leases, clients, secs),
-                    )
-                    .await,
+                    &self
+                        .counted(
+                            &processes,
+                            secs,
+                            gateway_ops::owner_throughput(&leases, clients, secs),
+                        )
+                        .await,
+                )
+            }
+            Phase::Floor => {
+                let floor = FloorStream::create_r3(&self.nats).await;
+                serde_json::to_string(
+                    &self
+                        .counted(
+                            &self.nodes(),
+                            secs,
+                            floor::compare_and_set_throughput(&self.nats, &floor, clients, secs),
+                        )
+                        .await,
                 )
             }
             Phase::Scale => serde_json::to_string(
@@ -338,6 +388,15 @@ impl ProductionServers {
         };
         json.expect("JSON")
     }
+}
+
+/// A probe's throughput with the cluster's traffic per operation.
+#[derive(serde::Serialize)]
+struct Counted {
+    #[serde(flatten)]
+    throughput: measure::Throughput,
+    nats_messages_per_op: f64,
+    nats_bytes_per_op: f64,
 }
 
 /// One nats-server with its default (lazy) fsync, one gateway, one etcd

@@ -125,11 +125,20 @@ impl Node {
 
     /// The monitoring endpoint's `/connz`: the node's client connections.
     pub fn connz(&self) -> Option<Value> {
+        self.monitoring("/connz?limit=1024")
+    }
+
+    /// The monitoring endpoint's `/varz`: the node's totals (messages and
+    /// bytes in and out, clients, routes).
+    pub fn varz(&self) -> Option<Value> {
+        self.monitoring("/varz")
+    }
+
+    /// GET `path` from the node's monitoring endpoint, as JSON.
+    fn monitoring(&self, path: &str) -> Option<Value> {
         let mut stream = TcpStream::connect((self.host.as_str(), self.http_port)).ok()?;
         stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-        stream
-            .write_all(b"GET /connz?limit=1024 HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-            .ok()?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
         let mut text = String::new();
         stream.read_to_string(&mut text).ok()?;
         serde_json::from_str(text.split_once("\r\n\r\n")?.1).ok()
