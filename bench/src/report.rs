@@ -552,6 +552,8 @@ impl Figures {
                 "nats-servers' CPU % (sum)",
                 "load generator CPU %",
                 "gateway RSS MB (largest)",
+                "stream leader changes",
+                "stream checks unanswered",
             ],
             self.scale.iter().map(|s| {
                 vec![
@@ -565,6 +567,8 @@ impl Figures {
                     format!("{:.0}", s.servers_cpu_percent),
                     format!("{:.0}", s.load_cpu_percent),
                     format!("{:.1}", s.gateway_rss_mb),
+                    s.leader_changes.to_string(),
+                    s.stream_checks_unanswered.to_string(),
                 ]
             }),
         );

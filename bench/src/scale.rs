@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use dagnats_leases_client::LeaseClient;
+use dagnats_leases_client::wire::names::STREAM;
 use serde::Serialize;
 use tokio::sync::Mutex;
 use tokio::time::{Instant, sleep_until};
@@ -37,6 +38,12 @@ pub struct Scale {
     pub load_cpu_percent: f64,
     /// The largest resident memory of a gateway.
     pub gateway_rss_mb: f64,
+    /// How often the bucket's stream changed leader during the run, and
+    /// how many of its `STREAM.INFO` checks (every 250 ms) got no answer
+    /// within a second: a run that loses leases met an election or a
+    /// stall, or it did not.
+    pub leader_changes: u64,
+    pub stream_checks_unanswered: u64,
 }
 
 pub async fn run(
@@ -121,6 +128,7 @@ pub async fn run(
             })
         })
         .collect();
+    let leader = tokio::spawn(watch_leader(leases.nats().clone(), end));
     let sampler = {
         let pids = gateway_pids.to_vec();
         tokio::spawn(async move {
@@ -153,6 +161,7 @@ pub async fn run(
     );
     let load_cpu = cpu_percent(load_before, usage(std::process::id()));
     let renew = recorder.lock().await.latency();
+    let (leader_changes, stream_checks_unanswered) = leader.await.unwrap_or_default();
     Scale {
         holders,
         ttl_ms,
@@ -166,5 +175,38 @@ pub async fn run(
         servers_cpu_percent: servers_cpu,
         load_cpu_percent: load_cpu,
         gateway_rss_mb: peak_rss as f64 / 1_048_576.0,
+        leader_changes,
+        stream_checks_unanswered,
     }
+}
+
+/// Asks for the bucket's stream leader every 250 ms until `until`; returns
+/// how often it changed and how many asks went unanswered within 1 s.
+async fn watch_leader(nats: async_nats::Client, until: Instant) -> (u64, u64) {
+    let subject = format!("$JS.API.STREAM.INFO.{STREAM}");
+    let (mut last, mut changes, mut unanswered) = (None::<String>, 0, 0);
+    while Instant::now() < until {
+        let asked = Instant::now();
+        let info = tokio::time::timeout(
+            Duration::from_secs(1),
+            nats.request(subject.clone(), "".into()),
+        )
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .and_then(|reply| serde_json::from_slice::<serde_json::Value>(&reply.payload).ok())
+        .filter(|info| info.get("error").is_none());
+        match info {
+            None => unanswered += 1,
+            // A single node reports no cluster leader: nothing to follow.
+            Some(info) => {
+                if let Some(leader) = info["cluster"]["leader"].as_str() {
+                    changes += u64::from(last.as_deref().is_some_and(|l| l != leader));
+                    last = Some(leader.to_string());
+                }
+            }
+        }
+        sleep_until(asked + Duration::from_millis(250)).await;
+    }
+    (changes, unanswered)
 }
