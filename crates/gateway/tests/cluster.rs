@@ -225,15 +225,7 @@ async fn a_gateway_listed_only_on_its_node_waits_for_it_where_another_moves() {
     let lease = eventually(
         "the listed-only gateway to serve again",
         Duration::from_secs(60),
-        || async {
-            let reply = http
-                .post(
-                    "/v1/leases/pinned/acquire",
-                    json!({"holder": "h", "ttl_ms": 30000}),
-                )
-                .await;
-            (reply.body["granted"] == true).then_some(reply.body)
-        },
+        || async { acquire_http(&http, "pinned").await.ok() },
     )
     .await;
     assert_eq!(lease["holder"], "h", "{lease}");

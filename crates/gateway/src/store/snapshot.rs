@@ -17,8 +17,9 @@
 //! by restoring a leader's snapshot, which delivers none of the writes in
 //! between: a 300 s fault run listed revisions 25 s old that way. Then,
 //! as soon as the start set is in, a new consumer is made, a few times,
-//! and after that the list answers `unavailable`. One barrier and one consumer replace a
-//! confirmed read per key (10,000 leases: 3.35 s then, 0.1 to 0.4 s now).
+//! and after that the list answers `unavailable`. One barrier and one
+//! consumer replace a confirmed read per key (10,000 leases: 3.35 s then,
+//! 0.1 to 0.4 s now).
 
 use std::collections::HashMap;
 
