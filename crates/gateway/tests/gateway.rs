@@ -256,8 +256,13 @@ async fn a_call_still_running_when_the_shutdown_grace_ends_answers_internal() {
 #[tokio::test]
 async fn invalid_settings_stop_the_start_with_a_clear_message() {
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
-    let cases: [Case; 5] = [
+    let cases: [Case; 6] = [
         (&["--replicas", "9"], &[], "replicas"),
+        (
+            &[],
+            &[("DAGNATS_NATS_LISTED_ONLY", "perhaps")],
+            "--nats-listed-only",
+        ),
         (&[], &[("NATS_USER", "u")], "nats-password"),
         (&[], &[("DAGNATS_LOG_FORMAT", "xml")], "xml"),
         (&[], &[("DAGNATS_LOG", "[[[")], "DAGNATS_LOG"),
