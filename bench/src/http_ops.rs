@@ -24,7 +24,18 @@ async fn post(http: &reqwest::Client, url: String, body: Value) -> Value {
         .send()
         .await
         .expect("HTTP request");
-    assert!(reply.status().is_success(), "{}", reply.status());
+    succeeded(reply).await
+}
+
+/// The JSON body of a successful reply; a failed one stops the benchmark
+/// with its status and the gateway's error body, which says why.
+async fn succeeded(reply: reqwest::Response) -> Value {
+    let status = reply.status();
+    let url = reply.url().clone();
+    if !status.is_success() {
+        let body = reply.text().await.unwrap_or_default();
+        panic!("{url}: {status}: {body}");
+    }
     reply.json().await.expect("JSON reply")
 }
 
@@ -122,8 +133,7 @@ pub async fn list(
         let url = format!("{}/v1/leases?prefix={prefix}", at(bases, i));
         async move {
             let reply = http.get(url).send().await.expect("list");
-            assert!(reply.status().is_success(), "{}", reply.status());
-            let body: Value = reply.json().await.expect("JSON list");
+            let body = succeeded(reply).await;
             body["leases"].as_array().map_or(0, Vec::len) as u64
         }
     })
