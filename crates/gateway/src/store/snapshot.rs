@@ -16,18 +16,20 @@
 //! healed partition) can start from older messages and reach `B` later
 //! by restoring a leader's snapshot, which delivers none of the writes in
 //! between: a 300 s fault run listed revisions 25 s old that way. Then,
-//! as soon as the start set is in, a new consumer is made, a few times,
-//! and after that the list answers `unavailable`. One barrier and one
+//! as soon as the start set is in, a new consumer is made, and after
+//! [`CATCH_UP`] of that the list answers `unavailable`. One barrier and one
 //! consumer replace a confirmed read per key (10,000 leases: 3.35 s then,
 //! 0.1 to 0.4 s now).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use async_nats::jetstream::Message;
 use async_nats::jetstream::consumer::DeliverPolicy;
 use async_nats::jetstream::consumer::{AckPolicy, pull};
 use futures::StreamExt;
 use time::OffsetDateTime;
+use tokio::time::Instant;
 
 use super::jsapi::{JetStream, TIMEOUT};
 use crate::core::ports::{KeyEntry, StoreError};
@@ -39,12 +41,23 @@ use dagnats_leases_wire::record::{Entry, decode_entry};
 const BATCH: usize = 50_000;
 /// How long the server keeps a consumer nobody reads, should its delete
 /// be lost.
-const INACTIVE: std::time::Duration = std::time::Duration::from_secs(30);
+const INACTIVE: Duration = Duration::from_secs(30);
 
-/// Consumers made before the list gives up on a node that is behind: a
-/// follower that has not applied the barrier yet catches up within
-/// milliseconds, a healed node still restoring a snapshot does not.
-const START_ROUNDS: u32 = 4;
+/// How long a list keeps making consumers while each one started on a
+/// node behind the barrier. The server puts a consumer on a random
+/// replica; the one outside the write's quorum may trail the leader, by
+/// hundreds of milliseconds on a loaded machine, and a healed node
+/// restoring a snapshot trails it for seconds. Retrying lands on the
+/// others, or finds the trailing one caught up.
+const CATCH_UP: Duration = Duration::from_secs(2);
+/// Consumers tried however long they took: one made on a slow node may
+/// use up [`CATCH_UP`] alone, and each new one lands elsewhere with
+/// probability 2/3 at R3.
+const MIN_TRIES: u32 = 4;
+/// The pause after the first consumer that started behind, doubled after
+/// each next one up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(10);
+const MAX_PAUSE: Duration = Duration::from_millis(200);
 
 /// The last entry of every key, from the moment the stream reached at
 /// least `barrier` (the acknowledged barrier's sequence).
@@ -52,17 +65,45 @@ pub(super) async fn entries(
     jetstream: &JetStream,
     barrier: u64,
 ) -> Result<Vec<KeyEntry>, StoreError> {
-    for round in 1..=START_ROUNDS {
+    let started = Instant::now();
+    let mut tries = Tries::default();
+    loop {
         if let Some(entries) = attempt(jetstream, barrier).await? {
             return Ok(entries);
         }
-        if round < START_ROUNDS {
-            tokio::time::sleep(std::time::Duration::from_millis(10 << round)).await;
-        }
+        let Some(pause) = tries.behind(started.elapsed()) else {
+            return Err(StoreError::Unavailable(format!(
+                "listing the bucket: {} consumers over {} ms all started on a node behind \
+                 the stream leader",
+                tries.made,
+                started.elapsed().as_millis()
+            )));
+        };
+        tracing::debug!(
+            barrier,
+            tries = tries.made,
+            "a list's consumer started behind the barrier"
+        );
+        tokio::time::sleep(pause).await;
     }
-    Err(StoreError::Unavailable(
-        "listing the bucket: the node serving the list was behind the stream leader".into(),
-    ))
+}
+
+/// Whether a list makes another consumer after one started behind.
+#[derive(Default)]
+struct Tries {
+    made: u32,
+    pause: Option<Duration>,
+}
+
+impl Tries {
+    /// After a consumer started behind, `elapsed` into the list: the pause
+    /// before the next one, or `None` to give up.
+    fn behind(&mut self, elapsed: Duration) -> Option<Duration> {
+        self.made += 1;
+        let pause = self.pause.map_or(FIRST_PAUSE, |p| (p * 2).min(MAX_PAUSE));
+        self.pause = Some(pause);
+        (self.made < MIN_TRIES || elapsed + pause <= CATCH_UP).then_some(pause)
+    }
 }
 
 /// [`entries`] from one consumer, or `None` if its node had not reached
@@ -208,8 +249,39 @@ fn timed_out(what: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::StartSet;
+    use super::{StartSet, Tries};
     use dagnats_leases_wire::names::{READ_BARRIER_SUBJECT, key_subject};
+    use std::time::Duration;
+
+    #[test]
+    fn a_list_behind_tries_again_at_least_four_consumers_then_until_the_catch_up_time() {
+        let mut tries = Tries::default();
+        let slow = Duration::from_secs(5);
+        assert_eq!(tries.behind(slow), Some(Duration::from_millis(10)));
+        assert_eq!(tries.behind(slow), Some(Duration::from_millis(20)));
+        assert_eq!(tries.behind(slow), Some(Duration::from_millis(40)));
+        assert_eq!(
+            tries.behind(slow),
+            None,
+            "four consumers past the catch-up time"
+        );
+
+        // Consumers that each take 100 ms to start behind.
+        let (mut tries, mut elapsed, mut pauses) = (Tries::default(), 0, vec![]);
+        loop {
+            elapsed += 100;
+            let Some(pause) = tries.behind(Duration::from_millis(elapsed)) else {
+                break;
+            };
+            pauses.push(pause.as_millis() as u64);
+            elapsed += pause.as_millis() as u64;
+        }
+        assert_eq!(pauses, [10, 20, 40, 80, 160, 200, 200, 200]);
+        assert_eq!(
+            elapsed, 1_810,
+            "stopped when the next pause would end past 2 s"
+        );
+    }
 
     #[test]
     fn a_start_set_holding_the_barrier_is_current() {
