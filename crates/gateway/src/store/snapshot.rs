@@ -24,9 +24,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use async_nats::jetstream::ErrorCode;
 use async_nats::jetstream::Message;
 use async_nats::jetstream::consumer::DeliverPolicy;
 use async_nats::jetstream::consumer::{AckPolicy, pull};
+use async_nats::jetstream::stream::{ConsumerError, ConsumerErrorKind};
 use futures::StreamExt;
 use time::OffsetDateTime;
 use tokio::time::Instant;
@@ -44,18 +46,19 @@ const BATCH: usize = 50_000;
 const INACTIVE: Duration = Duration::from_secs(30);
 
 /// How long a list keeps making consumers while each one started on a
-/// node behind the barrier. The server puts a consumer on a random
-/// replica; the one outside the write's quorum may trail the leader, by
-/// hundreds of milliseconds on a loaded machine, and a healed node
-/// restoring a snapshot trails it for seconds. Retrying lands on the
-/// others, or finds the trailing one caught up.
+/// node behind the barrier, or was refused while the JetStream cluster
+/// had no meta leader. The server puts a consumer on a random replica;
+/// the one outside the write's quorum may trail the leader, by hundreds of
+/// milliseconds on a loaded machine, and a healed node restoring a
+/// snapshot trails it for seconds. Retrying lands on the others, or finds
+/// the trailing one caught up (or a meta leader elected).
 const CATCH_UP: Duration = Duration::from_secs(2);
 /// Consumers tried however long they took: one made on a slow node may
 /// use up [`CATCH_UP`] alone, and each new one lands elsewhere with
 /// probability 2/3 at R3.
 const MIN_TRIES: u32 = 4;
-/// The pause after the first consumer that started behind, doubled after
-/// each next one up to [`MAX_PAUSE`].
+/// The pause after the first consumer that could not serve the list, doubled
+/// after each next one up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(10);
 const MAX_PAUSE: Duration = Duration::from_millis(200);
 
@@ -68,27 +71,34 @@ pub(super) async fn entries(
     let started = Instant::now();
     let mut tries = Tries::default();
     loop {
-        if let Some(entries) = attempt(jetstream, barrier).await? {
-            return Ok(entries);
-        }
-        let Some(pause) = tries.behind(started.elapsed()) else {
+        let why = match attempt(jetstream, barrier).await? {
+            Attempt::Listed(entries) => return Ok(entries),
+            Attempt::Again(why) => why,
+        };
+        let Some(pause) = tries.failed(started.elapsed()) else {
             return Err(StoreError::Unavailable(format!(
-                "listing the bucket: {} consumers over {} ms all started on a node behind \
-                 the stream leader",
+                "listing the bucket: no consumer could serve it within {} tries and {} ms; \
+                 the last {why}",
                 tries.made,
                 started.elapsed().as_millis()
             )));
         };
-        tracing::debug!(
-            barrier,
-            tries = tries.made,
-            "a list's consumer started behind the barrier"
-        );
+        tracing::debug!(barrier, tries = tries.made, "a list's consumer {why}");
         tokio::time::sleep(pause).await;
     }
 }
 
-/// Whether a list makes another consumer after one started behind.
+/// What one consumer came to.
+enum Attempt {
+    Listed(Vec<KeyEntry>),
+    /// Worth another consumer; why this one could not serve the list.
+    Again(&'static str),
+}
+
+const BEHIND: &str = "started on a node behind the stream leader";
+const NO_META_LEADER: &str = "was refused: JetStream system temporarily unavailable";
+
+/// Whether a list makes another consumer after one could not serve the list.
 #[derive(Default)]
 struct Tries {
     made: u32,
@@ -96,9 +106,9 @@ struct Tries {
 }
 
 impl Tries {
-    /// After a consumer started behind, `elapsed` into the list: the pause
+    /// After a consumer could not serve the list, `elapsed` into it: the pause
     /// before the next one, or `None` to give up.
-    fn behind(&mut self, elapsed: Duration) -> Option<Duration> {
+    fn failed(&mut self, elapsed: Duration) -> Option<Duration> {
         self.made += 1;
         let pause = self.pause.map_or(FIRST_PAUSE, |p| (p * 2).min(MAX_PAUSE));
         self.pause = Some(pause);
@@ -106,9 +116,9 @@ impl Tries {
     }
 }
 
-/// [`entries`] from one consumer, or `None` if its node had not reached
-/// `barrier` when the consumer started.
-async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Option<Vec<KeyEntry>>, StoreError> {
+/// [`entries`] from one consumer, unless its node had not reached
+/// `barrier` when the consumer started, or it could not be made for now.
+async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, StoreError> {
     let unavailable = |what: &str, err: &dyn std::fmt::Display| {
         StoreError::Unavailable(format!("listing the bucket: {what}: {err}"))
     };
@@ -128,10 +138,12 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Option<Vec<KeyEn
         ..Default::default()
     };
     let create = stream.create_consumer(config);
-    let consumer = tokio::time::timeout(TIMEOUT, create)
-        .await
-        .map_err(|_| StoreError::Unavailable(timed_out("create a consumer")))?
-        .map_err(|err| unavailable("creating a consumer", &err))?;
+    let consumer = match tokio::time::timeout(TIMEOUT, create).await {
+        Err(_) => return Err(StoreError::Unavailable(timed_out("create a consumer"))),
+        Ok(Err(err)) if no_meta_leader(&err) => return Ok(Attempt::Again(NO_META_LEADER)),
+        Ok(Err(err)) => return Err(unavailable("creating a consumer", &err)),
+        Ok(Ok(consumer)) => consumer,
+    };
     let name = consumer.cached_info().name.clone();
     let mut start = StartSet::new(consumer.cached_info().num_pending, barrier);
     let mut messages = consumer
@@ -190,13 +202,20 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Option<Vec<KeyEn
     });
     outcome?;
     if !start.current {
-        return Ok(None);
+        return Ok(Attempt::Again(BEHIND));
     }
-    Ok(Some(
+    Ok(Attempt::Listed(
         last.into_iter()
             .map(|(key, (seq, stored_at, message))| (key, decode(seq, stored_at, &message)))
             .collect(),
     ))
+}
+
+/// Whether JetStream refused to make a consumer only because its cluster
+/// has no meta leader at the moment (nothing was made; a retry is safe).
+fn no_meta_leader(err: &ConsumerError) -> bool {
+    matches!(err.kind(), ConsumerErrorKind::JetStream(err)
+        if err.error_code() == ErrorCode::CLUSTER_NOT_AVAILABLE)
 }
 
 /// Whether the consumer's start set (the first `len` messages: each
@@ -254,14 +273,14 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn a_list_behind_tries_again_at_least_four_consumers_then_until_the_catch_up_time() {
+    fn a_list_tries_again_at_least_four_consumers_then_until_the_catch_up_time() {
         let mut tries = Tries::default();
         let slow = Duration::from_secs(5);
-        assert_eq!(tries.behind(slow), Some(Duration::from_millis(10)));
-        assert_eq!(tries.behind(slow), Some(Duration::from_millis(20)));
-        assert_eq!(tries.behind(slow), Some(Duration::from_millis(40)));
+        assert_eq!(tries.failed(slow), Some(Duration::from_millis(10)));
+        assert_eq!(tries.failed(slow), Some(Duration::from_millis(20)));
+        assert_eq!(tries.failed(slow), Some(Duration::from_millis(40)));
         assert_eq!(
-            tries.behind(slow),
+            tries.failed(slow),
             None,
             "four consumers past the catch-up time"
         );
@@ -270,7 +289,7 @@ mod tests {
         let (mut tries, mut elapsed, mut pauses) = (Tries::default(), 0, vec![]);
         loop {
             elapsed += 100;
-            let Some(pause) = tries.behind(Duration::from_millis(elapsed)) else {
+            let Some(pause) = tries.failed(Duration::from_millis(elapsed)) else {
                 break;
             };
             pauses.push(pause.as_millis() as u64);
