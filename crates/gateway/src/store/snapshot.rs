@@ -103,7 +103,6 @@ const NO_META_LEADER: &str = "was refused: JetStream system temporarily unavaila
 #[derive(Default)]
 struct Tries {
     made: u32,
-    pause: Option<Duration>,
 }
 
 impl Tries {
@@ -111,8 +110,7 @@ impl Tries {
     /// before the next one, or `None` to give up.
     fn failed(&mut self, elapsed: Duration) -> Option<Duration> {
         self.made += 1;
-        let pause = self.pause.map_or(FIRST_PAUSE, |p| (p * 2).min(MAX_PAUSE));
-        self.pause = Some(pause);
+        let pause = (FIRST_PAUSE * 2u32.saturating_pow(self.made - 1)).min(MAX_PAUSE);
         (self.made < MIN_TRIES || elapsed + pause <= CATCH_UP).then_some(pause)
     }
 }
