@@ -155,32 +155,43 @@ impl Params {
     }
 }
 
-#[tokio::main]
-async fn main() {
-    let cli = Cli::parse();
-    let params = Params::new(cli.smoke);
-    match cli.mode {
-        Some(Mode::Gateway(config)) => {
-            dagnats_leases::init_logs(&config.log, config.log_format).expect("log settings");
-            dagnats_leases::run(*config, dagnats_leases::shutdown_signal())
-                .await
-                .expect("gateway");
-            return;
-        }
+fn main() {
+    let mut cli = Cli::parse();
+    let runtime = || tokio::runtime::Runtime::new().expect("load generator runtime");
+    match cli.mode.take() {
+        Some(Mode::Gateway(config)) => gateway(*config),
         Some(Mode::Probe {
             phase,
             runs,
             holders,
-        }) => {
+        }) => runtime().block_on(async {
+            let params = Params::new(cli.smoke);
             for run in 1..=runs {
                 eprintln!("production, probe run {run} of {runs} ...");
                 let servers = ProductionServers::start().await;
                 println!("{}", servers.probe(phase, holders, &params).await);
             }
-            return;
-        }
-        None => {}
+        }),
+        None => runtime().block_on(measure(cli)),
     }
+}
+
+/// The gateway, on the runtime `dagnats-leases serve` builds from the same
+/// settings.
+fn gateway(config: dagnats_leases::Config) {
+    dagnats_leases::init_logs(&config.log, config.log_format).expect("log settings");
+    let runtime = config.runtime().expect("gateway runtime");
+    runtime
+        .block_on(dagnats_leases::run(
+            config,
+            dagnats_leases::shutdown_signal(),
+        ))
+        .expect("gateway");
+}
+
+/// Both layouts, or the one `cli` names: the tables and the JSON.
+async fn measure(cli: Cli) {
+    let params = Params::new(cli.smoke);
     eprintln!("parameters: {params:?}");
     let production = match cli.layout {
         Layout::Production | Layout::Both => Some(production(&params).await),

@@ -28,19 +28,34 @@ enum Command {
     Client(ClientCommand),
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Serve(config) => serve(config).await,
-        Command::Client(command) => cli::run(command).await.into(),
+        Command::Serve(config) => {
+            if let Err(err) = init_logs(&config.log, config.log_format) {
+                eprintln!("dagnats-leases: invalid settings: {err}");
+                return ExitCode::FAILURE;
+            }
+            on(config.runtime(), serve(config))
+        }
+        Command::Client(command) => on(tokio::runtime::Runtime::new(), cli::run(command)),
+    }
+}
+
+/// Runs `task` on `runtime`, or says why there is no runtime to run it on.
+fn on<T: Into<ExitCode>>(
+    runtime: std::io::Result<tokio::runtime::Runtime>,
+    task: impl Future<Output = T>,
+) -> ExitCode {
+    match runtime {
+        Ok(runtime) => runtime.block_on(task).into(),
+        Err(err) => {
+            eprintln!("dagnats-leases: no async runtime: {err}");
+            ExitCode::FAILURE
+        }
     }
 }
 
 async fn serve(config: Config) -> ExitCode {
-    if let Err(err) = init_logs(&config.log, config.log_format) {
-        eprintln!("dagnats-leases: invalid settings: {err}");
-        return ExitCode::FAILURE;
-    }
     match run(config, shutdown_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

@@ -256,8 +256,9 @@ async fn a_call_still_running_when_the_shutdown_grace_ends_answers_internal() {
 #[tokio::test]
 async fn invalid_settings_stop_the_start_with_a_clear_message() {
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
-    let cases: [Case; 6] = [
+    let cases: [Case; 7] = [
         (&["--replicas", "9"], &[], "replicas"),
+        (&["--worker-threads", "0"], &[], "worker-threads"),
         (
             &[],
             &[("DAGNATS_NATS_LISTED_ONLY", "perhaps")],
@@ -282,6 +283,28 @@ async fn invalid_settings_stop_the_start_with_a_clear_message() {
         let log = gateway.log.text();
         assert!(log.contains(expected), "{args:?} {env:?}: {log}");
     }
+}
+
+/// Threads of process `pid` named as tokio names its workers.
+fn runtime_threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the gateway's threads")
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim_end() == "tokio-rt-worker")
+        .count()
+}
+
+#[tokio::test]
+async fn the_gateway_runs_on_one_worker_thread_unless_told_more() {
+    let server = NatsServer::start().await;
+    let one = Gateway::start(&server.url).await;
+    let three = Gateway::start_with(&server.url, &[], &[("DAGNATS_WORKER_THREADS", "3")]).await;
+    let c = client(&server.url).await;
+    for _ in 0..4 {
+        first_available_acquire(&c).await;
+    }
+    assert_eq!(runtime_threads(one.pid()), 1);
+    assert_eq!(runtime_threads(three.pid()), 3);
 }
 
 #[tokio::test]
