@@ -29,11 +29,13 @@ pub async fn echo(nats: &Client, subject: String) {
     nats.flush().await.expect("flush");
 }
 
+/// Where the floor's echo responder answers.
+pub const ECHO_SUBJECT: &str = "bench.echo";
+
 /// Starts an echo responder and returns its subject.
 pub async fn echo_responder(nats: &Client) -> String {
-    let subject = "bench.echo".to_string();
-    echo(nats, subject.clone()).await;
-    subject
+    echo(nats, ECHO_SUBJECT.to_string()).await;
+    ECHO_SUBJECT.to_string()
 }
 
 /// A core NATS request/reply to an echo responder.

@@ -18,6 +18,7 @@ mod gateway_ops;
 mod http_ops;
 mod layout;
 mod measure;
+mod pinned;
 mod procs;
 mod report;
 mod scale;
@@ -73,6 +74,10 @@ enum Mode {
     /// can be measured apart from the load generator.
     #[command(hide = true)]
     Gateway(Box<dagnats_leases::Config>),
+    /// (internal) Answer every request on the floor's echo subject, as a
+    /// process of its own that can be pinned beside the servers.
+    #[command(hide = true)]
+    Echo { url: String },
     /// One phase of the production layout alone, run after run, each on
     /// servers of its own: a figure that moves from run to run takes
     /// several to judge. One JSON line per run.
@@ -160,6 +165,7 @@ fn main() {
     let runtime = || tokio::runtime::Runtime::new().expect("load generator runtime");
     match cli.mode.take() {
         Some(Mode::Gateway(config)) => gateway(*config),
+        Some(Mode::Echo { url }) => echo(&url),
         Some(Mode::Probe {
             phase,
             runs,
@@ -187,6 +193,19 @@ fn gateway(config: dagnats_leases::Config) {
             dagnats_leases::shutdown_signal(),
         ))
         .expect("gateway");
+}
+
+/// The floor's echo responder, on one thread like the gateway, until killed.
+fn echo(url: &str) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("echo runtime");
+    runtime.block_on(async {
+        let nats = async_nats::connect(url).await.expect("connect");
+        floor::echo(&nats, floor::ECHO_SUBJECT.to_string()).await;
+        std::future::pending::<()>().await;
+    });
 }
 
 /// Both layouts, or the one `cli` names: the tables and the JSON.
@@ -434,6 +453,7 @@ async fn single_node(params: &Params) -> SingleNode {
     };
     SingleNode {
         figures,
+        pinned: pinned::measure(params).await,
         durable: durable(params).await,
     }
 }

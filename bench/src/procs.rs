@@ -24,6 +24,17 @@ impl Drop for Proc {
     }
 }
 
+/// An echo responder on `url` as a process of its own (this binary's
+/// `echo` mode), so it can be pinned to a core as the gateway is.
+pub fn echo_responder(url: &str) -> Proc {
+    let child = Command::new(std::env::current_exe().expect("own path"))
+        .args(["echo", url])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("echo responder starts");
+    Proc { child, _dir: None }
+}
+
 /// nats-server 2.11+ (`NATS_SERVER_BIN`, else the copy `scripts/test`
 /// installs), fsyncing before every acknowledgement when `sync_always`.
 pub async fn nats_server(sync_always: bool) -> NatsServer {

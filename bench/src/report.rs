@@ -70,11 +70,21 @@ pub struct Figures {
     pub fan_out: FanOut,
 }
 
+/// The floors and the NATS front, sequentially, on a single node whose
+/// servers and gateway run on one core and the load generator on another.
+#[derive(Serialize)]
+pub struct Pinned {
+    pub floor: Floor,
+    pub nats: Sequential,
+}
+
 /// The single-node layout, and the gateway on a single node that fsyncs.
 #[derive(Serialize)]
 pub struct SingleNode {
     #[serde(flatten)]
     pub figures: Figures,
+    /// `None` on a machine with one core.
+    pub pinned: Option<Pinned>,
     pub durable: Durable,
 }
 
@@ -176,6 +186,14 @@ impl Results {
                 &figures.processes,
             );
             figures.tables(&mut out, &self.params, vec![durable]);
+            if let Some(pinned) = &single.pinned {
+                front_against_floor(
+                    &mut out,
+                    "NATS front, client on CPU 0, nats-server and gateway on CPU 1",
+                    &pinned.nats,
+                    &pinned.floor,
+                );
+            }
             single.versus_etcd(&mut out);
         }
         out
@@ -390,64 +408,7 @@ impl Figures {
     /// against NATS.
     fn latency_tables(&self, out: &mut String) {
         let f = &self.floor;
-        let hop = f.hop.p50_us;
-        let nats = [
-            (
-                "acquire",
-                &self.nats.acquire,
-                f.leader_read.p50_us + f.compare_and_set.p50_us + hop,
-                "read + CAS + hop",
-            ),
-            (
-                "renew",
-                &self.nats.renew,
-                f.compare_and_set.p50_us + hop,
-                "CAS + hop",
-            ),
-            (
-                "owner",
-                &self.nats.owner,
-                f.leader_read.p50_us + hop,
-                "read + hop",
-            ),
-            (
-                "release",
-                &self.nats.release,
-                f.compare_and_set.p50_us + hop,
-                "CAS + hop",
-            ),
-            (
-                "forward",
-                &self.nats.forward,
-                f.leader_read.p50_us + 2 * hop,
-                "read + 2 hops",
-            ),
-        ];
-        table(
-            out,
-            &[
-                "NATS front",
-                "p50 ms",
-                "p99 ms",
-                "p99.9 ms",
-                "floor p50 ms",
-                "floor",
-                "p50 / floor",
-            ],
-            nats.map(|(name, lat, floor, what)| {
-                let [p50, p99, p999] = percentiles(lat);
-                let ratio = lat.p50_us as f64 / floor.max(1) as f64;
-                vec![
-                    name.to_string(),
-                    p50,
-                    p99,
-                    p999,
-                    ms(floor),
-                    what.to_string(),
-                    format!("{ratio:.2}"),
-                ]
-            }),
-        );
+        front_against_floor(out, "NATS front", &self.nats, f);
         table(
             out,
             &[
@@ -597,4 +558,67 @@ impl Figures {
             ]],
         );
     }
+}
+
+/// Each operation over NATS against its floor: the raw NATS operations a
+/// call cannot do without, plus the hop to the gateway.
+fn front_against_floor(out: &mut String, title: &str, ops: &Sequential, f: &Floor) {
+    let hop = f.hop.p50_us;
+    let rows = [
+        (
+            "acquire",
+            &ops.acquire,
+            f.leader_read.p50_us + f.compare_and_set.p50_us + hop,
+            "read + CAS + hop",
+        ),
+        (
+            "renew",
+            &ops.renew,
+            f.compare_and_set.p50_us + hop,
+            "CAS + hop",
+        ),
+        (
+            "owner",
+            &ops.owner,
+            f.leader_read.p50_us + hop,
+            "read + hop",
+        ),
+        (
+            "release",
+            &ops.release,
+            f.compare_and_set.p50_us + hop,
+            "CAS + hop",
+        ),
+        (
+            "forward",
+            &ops.forward,
+            f.leader_read.p50_us + 2 * hop,
+            "read + 2 hops",
+        ),
+    ];
+    table(
+        out,
+        &[
+            title,
+            "p50 ms",
+            "p99 ms",
+            "p99.9 ms",
+            "floor p50 ms",
+            "floor",
+            "p50 / floor",
+        ],
+        rows.map(|(name, lat, floor, what)| {
+            let [p50, p99, p999] = percentiles(lat);
+            let ratio = lat.p50_us as f64 / floor.max(1) as f64;
+            vec![
+                name.to_string(),
+                p50,
+                p99,
+                p999,
+                ms(floor),
+                what.to_string(),
+                format!("{ratio:.2}"),
+            ]
+        }),
+    );
 }
