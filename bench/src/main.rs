@@ -203,7 +203,7 @@ fn echo(url: &str) {
         .expect("echo runtime");
     runtime.block_on(async {
         let nats = async_nats::connect(url).await.expect("connect");
-        floor::echo(&nats, floor::ECHO_SUBJECT.to_string()).await;
+        floor::echo_responder(&nats).await;
         std::future::pending::<()>().await;
     });
 }
