@@ -59,6 +59,9 @@ pub struct FloorStream {
 /// The floor stream's name when it is not the bucket itself.
 const R3_STREAM: &str = "BENCH_FLOOR_R3";
 const R3_PREFIX: &str = "bench.floor.kv.";
+/// Where the R3 floor stream republishes each key's writes, as the bucket
+/// republishes them on `dagnats.lease.changed.<key>`.
+pub const R3_CHANGED: &str = "bench.floor.changed";
 
 impl FloorStream {
     /// The bucket's own stream (`KV_leases`): on one node the floor writes
@@ -86,7 +89,7 @@ impl FloorStream {
             "subject_delete_marker_ttl": Duration::from_secs(5).as_nanos() as u64,
             "republish": {
                 "src": format!("{R3_PREFIX}*"),
-                "dest": "bench.floor.changed.{{wildcard(1)}}",
+                "dest": format!("{R3_CHANGED}.{{{{wildcard(1)}}}}"),
             },
             "storage": "file",
             "discard": "new",
@@ -107,13 +110,18 @@ impl FloorStream {
             assert!(Instant::now() < deadline, "{R3_STREAM} not healthy: {info}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        Self::r3()
+    }
+
+    /// The stream [`FloorStream::create_r3`] makes, once it exists.
+    pub fn r3() -> Self {
         FloorStream {
             stream: R3_STREAM.into(),
             prefix: R3_PREFIX.into(),
         }
     }
 
-    fn subject(&self, key: &str) -> String {
+    pub fn subject(&self, key: &str) -> String {
         format!("{}{key}", self.prefix)
     }
 }
@@ -138,10 +146,16 @@ async fn cas(nats: &Client, subject: &str, expected: u64) -> u64 {
         .request_with_headers(subject.to_string(), headers, r#"{"v":1}"#.into())
         .await
         .expect("publish");
-    let ack: Value = serde_json::from_slice(&reply.payload).expect("ack");
+    acknowledged(&reply.payload)
+}
+
+/// The sequence a JetStream publish acknowledgement names; a refusal ends
+/// the run, as nothing in a benchmark should be refused.
+pub fn acknowledged(ack: &[u8]) -> u64 {
+    let ack: Value = serde_json::from_slice(ack).expect("ack");
     ack["seq"]
         .as_u64()
-        .unwrap_or_else(|| panic!("CAS failed: {ack}"))
+        .unwrap_or_else(|| panic!("publish refused: {ack}"))
 }
 
 /// A JetStream compare-and-set publish with a TTL.

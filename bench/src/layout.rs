@@ -8,8 +8,9 @@ use std::time::Duration;
 use dagnats_leases_client::LeaseClient;
 
 use crate::floor::{self, FloorStream};
+use crate::front;
 use crate::measure::metered;
-use crate::report::{Etcd, Figures, Floor, Throughputs};
+use crate::report::{Etcd, Figures, Floor, FrontFloor, Throughputs};
 use crate::{Params, etcd_ops, gateway_ops, http_ops, procs, scale};
 
 /// The servers of one layout, running, and how to reach them.
@@ -24,6 +25,9 @@ pub struct Setup {
     pub http_bases: Vec<String>,
     /// Each gateway's name and process id.
     pub gateways: Vec<(&'static str, u32)>,
+    /// The front floor's responders (`front.rs`), running, by name and
+    /// process id; none where the layout does not measure it.
+    pub fronts: Vec<(&'static str, u32)>,
     /// Each nats-server's name and process id.
     pub nats_servers: Vec<(&'static str, u32)>,
     /// Where the raw floor writes and reads.
@@ -89,6 +93,7 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
             gateway_ops::owner_throughput(leases, clients, secs),
         )
         .await,
+        front: front_floor(setup, clients, secs).await,
     };
     eprintln!(
         "[{}] etcd, {} member(s) ...",
@@ -96,7 +101,13 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
         setup.etcd_members.len()
     );
     let etcd = etcd(setup.etcd_members, params).await;
-    let mut processes: Vec<&'static str> = servers.iter().map(|(name, _)| *name).collect();
+    let mut processes: Vec<&'static str> = setup
+        .gateways
+        .iter()
+        .chain(&setup.fronts)
+        .chain(&setup.nats_servers)
+        .map(|(name, _)| *name)
+        .collect();
     if etcd.is_some() {
         processes.extend(setup.etcd_members);
     }
@@ -159,6 +170,26 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
         list,
         fan_out,
     }
+}
+
+/// Writes, then checks, per second through the front floor's responders
+/// (`front.rs`), with their CPU and the nodes'; `None` without responders.
+async fn front_floor(setup: &Setup, clients: u64, secs: Duration) -> Option<FrontFloor> {
+    if setup.fronts.is_empty() {
+        return None;
+    }
+    eprintln!("[{}] front floor ...", setup.name);
+    let processes: Vec<_> = setup
+        .fronts
+        .iter()
+        .chain(&setup.nats_servers)
+        .copied()
+        .collect();
+    let load = front::Load::new(&setup.nats, clients).await;
+    Some(FrontFloor {
+        write: metered(&processes, secs, load.writes(clients, secs)).await,
+        check: metered(&processes, secs, load.checks(clients, secs)).await,
+    })
 }
 
 /// Starts etcd with `members`, measures the same operations on it, and

@@ -14,6 +14,7 @@
 
 mod etcd_ops;
 mod floor;
+mod front;
 mod gateway_ops;
 mod http_ops;
 mod layout;
@@ -78,6 +79,10 @@ enum Mode {
     /// process of its own that can be pinned beside the servers.
     #[command(hide = true)]
     Echo { url: String },
+    /// (internal) Answer the front floor's calls (`front.rs`), as a process
+    /// of its own in a gateway's place.
+    #[command(hide = true)]
+    Front { urls: String },
     /// One phase of the production layout alone, run after run, each on
     /// servers of its own: a figure that moves from run to run takes
     /// several to judge. One JSON line per run.
@@ -108,6 +113,10 @@ enum Phase {
     Floor,
     /// Many holders at a 3 s TTL, renewing at ttl/3.
     Scale,
+    /// The floor under renew and owner: two responders in the gateways'
+    /// place, one publish per call (`front.rs`), writes then checks per
+    /// second with 64 concurrent clients.
+    Front,
 }
 
 /// The fixed parameters of a run, printed with the results.
@@ -166,6 +175,7 @@ fn main() {
     match cli.mode.take() {
         Some(Mode::Gateway(config)) => gateway(*config),
         Some(Mode::Echo { url }) => echo(&url),
+        Some(Mode::Front { urls }) => front::serve(&urls),
         Some(Mode::Probe {
             phase,
             runs,
@@ -237,6 +247,8 @@ async fn measure(cli: Cli) {
 
 /// Names of the production layout's processes, in the tables' order.
 const GATEWAYS: [&str; 2] = ["gateway 1", "gateway 2"];
+/// The front floor's responders, one in each gateway's place.
+const FRONTS: [&str; 2] = ["front 1", "front 2"];
 const NODES: [&str; 3] = ["nats-server n1", "nats-server n2", "nats-server n3"];
 const ETCD_MEMBERS: [&str; 3] = ["etcd e1", "etcd e2", "etcd e3"];
 
@@ -259,6 +271,8 @@ async fn production(params: &Params) -> Figures {
     for gateway in &servers.gateways {
         http_bases.push(gateway.http_url().await);
     }
+    let floor = FloorStream::create_r3(&nats).await;
+    let fronts = front::responders(&servers.cluster.urls(), FRONTS.len());
     let setup = Setup {
         name: "production",
         layout: format!(
@@ -268,10 +282,14 @@ async fn production(params: &Params) -> Figures {
             ETCD_MEMBERS.len()
         ),
         leases: LeaseClient::new(nats.clone()).with_timeout(CALL_TIMEOUT),
-        floor: FloorStream::create_r3(&nats).await,
+        floor,
         nats,
         http_bases,
         gateways: servers.gateways(),
+        fronts: FRONTS
+            .into_iter()
+            .zip(fronts.iter().map(|f| f.child.id()))
+            .collect(),
         nats_servers: servers.nodes(),
         etcd_members: &ETCD_MEMBERS,
     };
@@ -404,6 +422,23 @@ impl ProductionServers {
                         .await,
                 )
             }
+            Phase::Front => {
+                FloorStream::create_r3(&self.nats).await;
+                let fronts = front::responders(&self.cluster.urls(), FRONTS.len());
+                let processes: Vec<_> = FRONTS
+                    .into_iter()
+                    .zip(fronts.iter().map(|f| f.child.id()))
+                    .chain(self.nodes())
+                    .collect();
+                let load = front::Load::new(&self.nats, clients).await;
+                let write = self
+                    .counted(&processes, secs, load.writes(clients, secs))
+                    .await;
+                let check = self
+                    .counted(&processes, secs, load.checks(clients, secs))
+                    .await;
+                serde_json::to_string(&serde_json::json!({ "write": write, "check": check }))
+            }
             Phase::Scale => serde_json::to_string(
                 &scale::run(
                     &leases,
@@ -445,6 +480,7 @@ async fn single_node(params: &Params) -> SingleNode {
             nats,
             http_bases: vec![gateway.http_url().await],
             gateways: vec![("gateway", gateway.pid())],
+            fronts: Vec::new(),
             nats_servers: vec![("nats-server", nats_proc.pid())],
             floor: FloorStream::bucket(),
             etcd_members: &["etcd"],

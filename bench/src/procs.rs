@@ -17,6 +17,13 @@ pub struct Proc {
     _dir: Option<TempDir>,
 }
 
+impl Proc {
+    /// `child`, killed on drop.
+    pub fn new(child: Child) -> Self {
+        Proc { child, _dir: None }
+    }
+}
+
 impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -32,7 +39,7 @@ pub fn echo_responder(url: &str) -> Proc {
         .stdout(Stdio::null())
         .spawn()
         .expect("echo responder starts");
-    Proc { child, _dir: None }
+    Proc::new(child)
 }
 
 /// nats-server 2.11+ (`NATS_SERVER_BIN`, else the copy `scripts/test`

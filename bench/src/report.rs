@@ -42,6 +42,21 @@ pub struct Throughputs {
     pub floor_leader_read: Throughput,
     pub renew: Throughput,
     pub owner: Throughput,
+    /// The production layout's floor under renew and owner.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub front: Option<FrontFloor>,
+}
+
+/// Calls per second through responders that publish once per call, in the
+/// gateways' place (`front.rs`): the floor under any NATS front.
+#[derive(Serialize)]
+pub struct FrontFloor {
+    /// A compare-and-set publish with a TTL, its change event to every
+    /// responder: a renew's work.
+    pub write: Throughput,
+    /// A barrier publish expecting the key's last sequence: an owner
+    /// read's confirmation.
+    pub check: Throughput,
 }
 
 /// The gateway on a nats-server that fsyncs before every acknowledgement,
@@ -141,6 +156,30 @@ fn rate(name: &str, t: &Throughput, procs: &[&str]) -> Vec<String> {
             .map_or("-".to_string(), |us| format!("{us:.0}"))
     }));
     row
+}
+
+/// The gateway's rate against the front floor's (`front.rs`), and the
+/// floor's against etcd's, as the headline's ratios say them; empty
+/// without a front floor.
+fn against_front(
+    gateway: &Throughput,
+    front: Option<&Throughput>,
+    etcd: Option<&Throughput>,
+) -> String {
+    let Some(front) = front else {
+        return String::new();
+    };
+    let floor_vs_etcd = etcd.map_or_else(String::new, |e| {
+        format!(
+            ", which is {} etcd's",
+            times(front.ops_per_second, e.ops_per_second)
+        )
+    });
+    format!(
+        "; {} the front floor's {:.0}/s{floor_vs_etcd}",
+        times(gateway.ops_per_second, front.ops_per_second),
+        front.ops_per_second
+    )
 }
 
 /// Appends a markdown table after a blank line: `header`, its `---`
@@ -266,7 +305,7 @@ impl Figures {
                     p50_rate(&f.compare_and_set, &t.floor_compare_and_set)
                 ),
                 format!(
-                    "ops/s {} etcd's keep-alive (target >= 1x), {} raw CAS (target >= 0.70x)",
+                    "ops/s {} etcd's keep-alive (target >= 1x), {} raw CAS (target >= 0.70x){}",
                     etcd.map_or_else(none, |e| times(
                         t.renew.ops_per_second,
                         e.keep_alive.ops_per_second
@@ -274,6 +313,11 @@ impl Figures {
                     times(
                         t.renew.ops_per_second,
                         t.floor_compare_and_set.ops_per_second
+                    ),
+                    against_front(
+                        &t.renew,
+                        t.front.as_ref().map(|f| &f.write),
+                        etcd.map(|e| &e.keep_alive)
                     )
                 ),
             ],
@@ -289,9 +333,14 @@ impl Figures {
                 ),
                 etcd.map_or_else(none, |e| {
                     format!(
-                        "p50 {} etcd's get (target <= 1x), ops/s {} (target >= 1x)",
+                        "p50 {} etcd's get (target <= 1x), ops/s {} (target >= 1x){}",
                         times(self.nats.owner.p50_us as f64, e.get.p50_us as f64),
-                        times(t.owner.ops_per_second, e.get_throughput.ops_per_second)
+                        times(t.owner.ops_per_second, e.get_throughput.ops_per_second),
+                        against_front(
+                            &t.owner,
+                            t.front.as_ref().map(|f| &f.check),
+                            Some(&e.get_throughput)
+                        )
                     )
                 }),
             ],
@@ -473,6 +522,18 @@ impl Figures {
             rate("gateway renew", &t.renew, procs),
             rate("gateway owner", &t.owner, procs),
         ];
+        if let Some(front) = &t.front {
+            rates.push(rate(
+                "front floor: hop + CAS publish + change events",
+                &front.write,
+                procs,
+            ));
+            rates.push(rate(
+                "front floor: hop + barrier publish",
+                &front.check,
+                procs,
+            ));
+        }
         rates.extend(extra);
         if let Some(etcd) = &self.etcd {
             rates.push(rate("etcd 3.4 lease keep-alive", &etcd.keep_alive, procs));

@@ -1,0 +1,194 @@
+//! The floor under any NATS front of the bucket, in the production layout:
+//! what a service costs that answers each call over request/reply and
+//! writes the bucket once for it, with nothing of the gateway's own.
+//!
+//! Responders in a queue group, each a process of its own in a gateway's
+//! place (this binary's `front` mode), answer `write` with one
+//! compare-and-set publish with a TTL, as a renew writes, whose change event
+//! the stream republishes to every responder, as every gateway receives
+//! every change; and `check` with one publish to a barrier subject that
+//! expects the key's last sequence, as an owner read is confirmed: with
+//! reads only through the stream leader and no read fence, a linearizable
+//! read costs a write (`crates/gateway/src/store/bucket.rs`). Every publish
+//! goes alone: coalescing publishes into atomic batches is the gateway's
+//! own work, and may take it past this floor.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_nats::{Client, HeaderMap, Message};
+use bytes::Bytes;
+use futures::StreamExt;
+
+use crate::floor::{self, FloorStream};
+use crate::measure::throughput;
+use crate::procs::Proc;
+
+/// Where the responders answer: `bench.front.write` and `bench.front.check`.
+const WRITE: &str = "bench.front.write";
+const CHECK: &str = "bench.front.check";
+const QUEUE: &str = "bench-front";
+/// The key the barriers are written to, beside the keys they check.
+const BARRIER_KEY: &str = "_front.read";
+/// What a responder prints once it listens.
+const READY: &str = "ready";
+
+/// A lease record's size (the gateway's renew body is about this long).
+const BODY: &str = r#"{"holder":"bench-front-holder","ttl_ms":60000,"acquired_at":"2026-12-02T00:00:00.000000000Z","renewed_at":"2026-12-02T00:00:00.000000000Z"}"#;
+
+/// Starts `n` responders on `urls`, each a process of its own, returning
+/// once all of them listen.
+pub fn responders(urls: &str, n: usize) -> Vec<Proc> {
+    (0..n).map(|_| responder(urls)).collect()
+}
+
+fn responder(urls: &str) -> Proc {
+    let mut child = Command::new(std::env::current_exe().expect("own path"))
+        .args(["front", urls])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("front responder starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped stdout"))
+        .read_line(&mut line)
+        .expect("front responder's first line");
+    assert_eq!(line.trim(), READY, "the front responder did not start");
+    Proc::new(child)
+}
+
+/// A responder's work, on one thread like the gateway, until killed;
+/// `urls` separated by commas, as the gateway takes them.
+pub fn serve(urls: &str) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("front runtime");
+    runtime.block_on(async {
+        let urls: Vec<async_nats::ServerAddr> = urls
+            .split(',')
+            .map(|url| url.parse().expect("a NATS URL"))
+            .collect();
+        let nats = async_nats::connect(urls).await.expect("connect");
+        let on = FloorStream::r3();
+        let mut calls = nats
+            .queue_subscribe("bench.front.*", QUEUE.into())
+            .await
+            .expect("subscribe");
+        let mut events = nats
+            .subscribe(format!("{}.>", floor::R3_CHANGED))
+            .await
+            .expect("subscribe to changes");
+        nats.flush().await.expect("flush");
+        tokio::spawn(async move { while events.next().await.is_some() {} });
+        println!("{READY}");
+        while let Some(call) = calls.next().await {
+            let (nats, on) = (nats.clone(), on.clone());
+            tokio::spawn(async move { answer(&nats, &on, call).await });
+        }
+    });
+}
+
+/// One publish for `call` (`<key> <expected last sequence>`), whose
+/// acknowledgement is the answer.
+async fn answer(nats: &Client, on: &FloorStream, call: Message) {
+    let Some(reply) = call.reply else { return };
+    let ack = match parse(&call.payload) {
+        Some((key, expected)) => {
+            let mut headers = HeaderMap::new();
+            headers.insert("Nats-Expected-Last-Subject-Sequence", expected);
+            let (subject, body) = if call.subject.as_str() == WRITE {
+                headers.insert("Nats-TTL", "60s");
+                (on.subject(key), Bytes::from_static(BODY.as_bytes()))
+            } else {
+                headers.insert(
+                    "Nats-Expected-Last-Subject-Sequence-Subject",
+                    on.subject(key),
+                );
+                (on.subject(BARRIER_KEY), Bytes::new())
+            };
+            match nats.request_with_headers(subject, headers, body).await {
+                Ok(ack) => ack.payload,
+                Err(err) => Bytes::from(format!(r#"{{"error":"{err}"}}"#)),
+            }
+        }
+        None => Bytes::from_static(br#"{"error":"expected <key> <sequence>"}"#),
+    };
+    let _ = nats.publish(reply, ack).await;
+}
+
+fn parse(payload: &[u8]) -> Option<(&str, &str)> {
+    std::str::from_utf8(payload).ok()?.split_once(' ')
+}
+
+/// The load: one key per client, each written once through the responders
+/// before anything is timed, and the last sequence of each.
+pub struct Load {
+    nats: Client,
+    last: Arc<Vec<AtomicU64>>,
+}
+
+impl Load {
+    /// Writes each of `clients` keys once, asking again while the
+    /// responders' interest is still on its way to the node `nats` uses.
+    pub async fn new(nats: &Client, clients: u64) -> Self {
+        let mut last = Vec::new();
+        for c in 0..clients {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let seq = loop {
+                match call(nats, WRITE, c, 0).await {
+                    Ok(seq) => break seq,
+                    Err(err) if Instant::now() < deadline => {
+                        eprintln!("front floor not answering yet: {err}");
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    Err(err) => panic!("the front floor never answered: {err}"),
+                }
+            };
+            last.push(AtomicU64::new(seq));
+        }
+        Load {
+            nats: nats.clone(),
+            last: Arc::new(last),
+        }
+    }
+
+    /// Writes per second, each client writing its key after its last write.
+    pub async fn writes(&self, clients: u64, duration: Duration) -> f64 {
+        self.run(WRITE, clients, duration).await
+    }
+
+    /// Confirmed reads per second: each client's barrier expects its key
+    /// still at its last write.
+    pub async fn checks(&self, clients: u64, duration: Duration) -> f64 {
+        self.run(CHECK, clients, duration).await
+    }
+
+    async fn run(&self, what: &'static str, clients: u64, duration: Duration) -> f64 {
+        let (nats, last) = (self.nats.clone(), self.last.clone());
+        throughput(clients, duration, move |c, _| {
+            let (nats, last) = (nats.clone(), last.clone());
+            async move {
+                let slot = &last[c as usize];
+                let seq = call(&nats, what, c, slot.load(Ordering::Relaxed))
+                    .await
+                    .expect("front floor call");
+                if what == WRITE {
+                    slot.store(seq, Ordering::Relaxed);
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// One call of client `c`, and the sequence its publish landed at.
+async fn call(nats: &Client, what: &str, c: u64, expected: u64) -> Result<u64, String> {
+    let reply = nats
+        .request(what.to_string(), format!("front-{c} {expected}").into())
+        .await
+        .map_err(|err| err.to_string())?;
+    Ok(floor::acknowledged(&reply.payload))
+}
