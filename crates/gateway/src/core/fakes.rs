@@ -55,6 +55,8 @@ pub(super) enum WriteScript {
     /// Writes with a send-by wait in the gateway's queue past it and are
     /// never sent (overload); others land as usual.
     NotSentInTime,
+    /// Nothing takes any write: the stream is electing a leader.
+    NoListener,
 }
 
 #[derive(Default)]
@@ -76,6 +78,8 @@ struct State {
     saw: u64,
     /// How long each read and write takes to answer.
     round_trip: Duration,
+    /// Checks of the bucket the core asked for.
+    repairs: usize,
 }
 
 /// The bucket, in memory.
@@ -124,6 +128,11 @@ impl FakeRecords {
     /// Checks that a key is still at a revision, so far.
     pub(super) fn barriers(&self) -> usize {
         self.state().barriers
+    }
+
+    /// Checks of the bucket asked for so far.
+    pub(super) fn repairs(&self) -> usize {
+        self.state().repairs
     }
 
     /// Write attempts so far (landed or not).
@@ -214,6 +223,9 @@ impl FakeRecords {
         }
         if state.script == WriteScript::NotSentInTime && write.send_by.is_some() {
             return Err(StoreError::TooLate);
+        }
+        if state.script == WriteScript::NoListener {
+            return Err(StoreError::NoListener);
         }
         let last = match state.corrupt.get(key) {
             Some(&seq) => seq,
@@ -341,7 +353,9 @@ impl Records for FakeRecords {
         async move { Ok(entries) }.boxed()
     }
 
-    fn request_repair(&self) {}
+    fn request_repair(&self) {
+        self.state().repairs += 1;
+    }
 
     fn saw(&self, revision: u64) {
         let mut state = self.state();

@@ -567,6 +567,14 @@ impl LeaseCore {
                     "the leases bucket is missing and is being created again; retry later".into(),
                 )
             }
+            // Most often an election: saying "missing" misled operators.
+            StoreError::NoListener => {
+                self.records.request_repair();
+                unavailable(
+                    "no stream took the write: the leases stream is electing a leader, \
+                     or the bucket is gone (the gateway is checking it)",
+                )
+            }
             StoreError::Corrupt { cause, .. } | StoreError::Unexpected(cause) => {
                 LeaseError::internal(cause)
             }

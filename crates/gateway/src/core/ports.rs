@@ -90,6 +90,9 @@ pub(crate) enum StoreError {
     Unavailable(String),
     /// The bucket is gone; it must be created again.
     BucketMissing,
+    /// Nothing took a write on the key's subject: only the stream leader
+    /// listens there, so the stream is electing one, or the bucket is gone.
+    NoListener,
     /// The key's last message, at revision `seq`, does not parse: the
     /// revision lets an operator's revoke write over it.
     Corrupt { seq: u64, cause: String },

@@ -306,8 +306,9 @@ impl Bucket {
             .publisher
             .publish(publish)
             .await
-            // Nothing listens on the key subject: no stream captures it.
-            .map_err(|err| or_missing(err, StoreError::BucketMissing))?;
+            // Nothing listens on the key subject: the stream has no
+            // leader (only the leader listens), or no stream captures it.
+            .map_err(|err| or_missing(err, StoreError::NoListener))?;
         self.acknowledged(&reply)
     }
 

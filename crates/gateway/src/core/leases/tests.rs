@@ -715,3 +715,20 @@ async fn a_renew_that_waited_past_its_send_by_unsent_is_lost_and_the_lease_stays
     assert_eq!(kind(core.transfer(request(req)).await), Kind::Lost);
     assert_eq!(records.entry("k"), before);
 }
+
+#[tokio::test]
+async fn a_write_no_stream_takes_is_unavailable_names_an_election_and_asks_for_a_bucket_check() {
+    let (core, records) = core();
+    let grant = acquire(&core, "a").await.unwrap();
+    let before = records.entry("k");
+    records.script(WriteScript::NoListener);
+    let err = renew(&core, "a", grant.lease.revision).await.unwrap_err();
+    assert_eq!(err.kind(), Kind::Unavailable);
+    assert_eq!(
+        err.to_string(),
+        "leases are unavailable: no stream took the write: the leases stream is electing a \
+         leader, or the bucket is gone (the gateway is checking it); retry later"
+    );
+    assert_eq!(records.repairs(), 1, "one check of the bucket");
+    assert_eq!(records.entry("k"), before, "nothing written");
+}
