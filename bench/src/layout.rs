@@ -37,6 +37,17 @@ pub struct Setup {
     pub etcd_members: &'static [&'static str],
 }
 
+impl Setup {
+    /// `processes`, then the nats-servers: what a phase's CPU is charged to.
+    fn and_nodes(&self, processes: &[(&'static str, u32)]) -> Vec<(&'static str, u32)> {
+        processes
+            .iter()
+            .chain(&self.nats_servers)
+            .copied()
+            .collect()
+    }
+}
+
 /// The prefix of the keys held while listing and fanning out.
 const HELD_PREFIX: &str = "held-";
 
@@ -62,12 +73,7 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
     let http = reqwest::Client::new();
     let http_ops = http_ops::sequential_ops(&http, &setup.http_bases, n).await;
     eprintln!("[{}] concurrent ...", setup.name);
-    let servers: Vec<_> = setup
-        .gateways
-        .iter()
-        .chain(&setup.nats_servers)
-        .copied()
-        .collect();
+    let servers = setup.and_nodes(&setup.gateways);
     let throughput = Throughputs {
         floor_compare_and_set: metered(
             &setup.nats_servers,
@@ -179,12 +185,7 @@ async fn front_floor(setup: &Setup, clients: u64, secs: Duration) -> Option<Fron
         return None;
     }
     eprintln!("[{}] front floor ...", setup.name);
-    let processes: Vec<_> = setup
-        .fronts
-        .iter()
-        .chain(&setup.nats_servers)
-        .copied()
-        .collect();
+    let processes = setup.and_nodes(&setup.fronts);
     let load = front::Load::new(&setup.nats, clients).await;
     Some(FrontFloor {
         write: metered(&processes, secs, load.writes(clients, secs)).await,
