@@ -272,7 +272,7 @@ async fn production(params: &Params) -> Figures {
         http_bases.push(gateway.http_url().await);
     }
     let floor = FloorStream::create_r3(&nats).await;
-    let fronts = front::responders(&servers.cluster.urls(), FRONTS.len());
+    let (_fronts, fronts) = servers.start_fronts();
     let setup = Setup {
         name: "production",
         layout: format!(
@@ -286,10 +286,7 @@ async fn production(params: &Params) -> Figures {
         nats,
         http_bases,
         gateways: servers.gateways(),
-        fronts: FRONTS
-            .into_iter()
-            .zip(fronts.iter().map(|f| f.child.id()))
-            .collect(),
+        fronts,
         nats_servers: servers.nodes(),
         etcd_members: &ETCD_MEMBERS,
     };
@@ -328,6 +325,18 @@ impl ProductionServers {
             .into_iter()
             .zip(self.gateways.iter().map(Gateway::pid))
             .collect()
+    }
+
+    /// Starts the front floor's responders (`front.rs`), one per name in
+    /// [`FRONTS`]: the processes (killed when dropped), and each one's name
+    /// and process id.
+    fn start_fronts(&self) -> (Vec<procs::Proc>, Vec<(&'static str, u32)>) {
+        let fronts = front::responders(&self.cluster.urls(), FRONTS.len());
+        let named = FRONTS
+            .into_iter()
+            .zip(fronts.iter().map(|f| f.child.id()))
+            .collect();
+        (fronts, named)
     }
 
     /// Each nats-server node's name and process id.
@@ -424,12 +433,8 @@ impl ProductionServers {
             }
             Phase::Front => {
                 FloorStream::create_r3(&self.nats).await;
-                let fronts = front::responders(&self.cluster.urls(), FRONTS.len());
-                let processes: Vec<_> = FRONTS
-                    .into_iter()
-                    .zip(fronts.iter().map(|f| f.child.id()))
-                    .chain(self.nodes())
-                    .collect();
+                let (_fronts, mut processes) = self.start_fronts();
+                processes.extend(self.nodes());
                 let load = front::Load::new(&self.nats, clients).await;
                 let write = self
                     .counted(&processes, secs, load.writes(clients, secs))
