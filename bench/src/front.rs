@@ -13,8 +13,6 @@
 //! goes alone: coalescing publishes into atomic batches is the gateway's
 //! own work, and may take it past this floor.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -25,7 +23,7 @@ use futures::StreamExt;
 
 use crate::floor::{self, FloorStream};
 use crate::measure::throughput;
-use crate::procs::Proc;
+use crate::procs::{self, Proc};
 
 /// Where the responders answer: `bench.front.write` and `bench.front.check`.
 const WRITE: &str = "bench.front.write";
@@ -33,8 +31,6 @@ const CHECK: &str = "bench.front.check";
 const QUEUE: &str = "bench-front";
 /// The key the barriers are written to, beside the keys they check.
 const BARRIER_KEY: &str = "_front.read";
-/// What a responder prints once it listens.
-const READY: &str = "ready";
 
 /// A lease record's size (the gateway's renew body is about this long).
 const BODY: &str = r#"{"holder":"bench-front-holder","ttl_ms":60000,"acquired_at":"2026-12-02T00:00:00.000000000Z","renewed_at":"2026-12-02T00:00:00.000000000Z"}"#;
@@ -42,21 +38,7 @@ const BODY: &str = r#"{"holder":"bench-front-holder","ttl_ms":60000,"acquired_at
 /// Starts `n` responders on `urls`, each a process of its own, returning
 /// once all of them listen.
 pub fn responders(urls: &str, n: usize) -> Vec<Proc> {
-    (0..n).map(|_| responder(urls)).collect()
-}
-
-fn responder(urls: &str) -> Proc {
-    let mut child = Command::new(std::env::current_exe().expect("own path"))
-        .args(["front", urls])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("front responder starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("piped stdout"))
-        .read_line(&mut line)
-        .expect("front responder's first line");
-    assert_eq!(line.trim(), READY, "the front responder did not start");
-    Proc::new(child)
+    (0..n).map(|_| procs::responder(&["front", urls])).collect()
 }
 
 /// A responder's work, on one thread like the gateway, until killed;
@@ -83,7 +65,7 @@ pub fn serve(urls: &str) {
             .expect("subscribe to changes");
         nats.flush().await.expect("flush");
         tokio::spawn(async move { while events.next().await.is_some() {} });
-        println!("{READY}");
+        println!("{}", procs::READY);
         while let Some(call) = calls.next().await {
             let (nats, on) = (nats.clone(), on.clone());
             tokio::spawn(async move { answer(&nats, &on, call).await });

@@ -214,6 +214,7 @@ fn echo(url: &str) {
     runtime.block_on(async {
         let nats = async_nats::connect(url).await.expect("connect");
         floor::echo_responder(&nats).await;
+        println!("{}", procs::READY);
         std::future::pending::<()>().await;
     });
 }

@@ -7,9 +7,7 @@
 //! every thread of each process; the pin is lifted when the phase ends.
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
-use async_nats::Client;
 use dagnats_leases_client::LeaseClient;
 
 use crate::floor::{self, FloorStream};
@@ -51,25 +49,6 @@ impl Drop for ClientPinned {
     }
 }
 
-/// Waits until something answers on the echo subject.
-async fn echo_ready(nats: &Client, subject: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let asked = tokio::time::timeout(
-            Duration::from_secs(1),
-            nats.request(subject.to_string(), "ping".into()),
-        );
-        if matches!(asked.await, Ok(Ok(_))) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the echo responder never answered"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// The floors and the NATS front, sequentially, on a single node of their
 /// own with the processes pinned; `None` on a machine with one core.
 pub async fn measure(params: &Params) -> Option<Pinned> {
@@ -83,7 +62,6 @@ pub async fn measure(params: &Params) -> Option<Pinned> {
     let gateway = procs::gateway(&nats_proc.url, &[]).await;
     let echo = procs::echo_responder(&nats_proc.url);
     let nats = async_nats::connect(&nats_proc.url).await.expect("connect");
-    echo_ready(&nats, floor::ECHO_SUBJECT).await;
     for pid in [nats_proc.pid(), gateway.pid(), echo.child.id()] {
         pin(pid, &SERVER_CPU.to_string());
     }

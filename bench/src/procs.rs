@@ -3,6 +3,7 @@
 //! CPU and memory are their own) from the testkit, and etcd (one member or
 //! a cluster). All on loopback, free ports, temp dirs; killed on drop.
 
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -31,15 +32,29 @@ impl Drop for Proc {
     }
 }
 
-/// An echo responder on `url` as a process of its own (this binary's
-/// `echo` mode), so it can be pinned to a core as the gateway is.
-pub fn echo_responder(url: &str) -> Proc {
-    let child = Command::new(std::env::current_exe().expect("own path"))
-        .args(["echo", url])
-        .stdout(Stdio::null())
+/// What a responder mode of this binary prints once it listens.
+pub const READY: &str = "ready";
+
+/// This binary in a responder mode (`args`), as a process of its own, once
+/// it has printed [`READY`].
+pub fn responder(args: &[&str]) -> Proc {
+    let mut child = Command::new(std::env::current_exe().expect("own path"))
+        .args(args)
+        .stdout(Stdio::piped())
         .spawn()
-        .expect("echo responder starts");
+        .expect("responder starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped stdout"))
+        .read_line(&mut line)
+        .expect("the responder's first line");
+    assert_eq!(line.trim(), READY, "{args:?} did not start");
     Proc::new(child)
+}
+
+/// An echo responder on `url` (this binary's `echo` mode), so it can be
+/// pinned to a core as the gateway is.
+pub fn echo_responder(url: &str) -> Proc {
+    responder(&["echo", url])
 }
 
 /// nats-server 2.11+ (`NATS_SERVER_BIN`, else the copy `scripts/test`
