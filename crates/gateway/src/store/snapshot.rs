@@ -27,6 +27,7 @@ use std::time::Duration;
 use async_nats::jetstream::ErrorCode;
 use async_nats::jetstream::Message;
 use async_nats::jetstream::consumer::DeliverPolicy;
+use async_nats::jetstream::consumer::pull::{MessagesError, MessagesErrorKind};
 use async_nats::jetstream::consumer::{AckPolicy, pull};
 use async_nats::jetstream::stream::{ConsumerError, ConsumerErrorKind};
 use futures::StreamExt;
@@ -46,9 +47,10 @@ const BATCH: usize = 50_000;
 const INACTIVE: Duration = Duration::from_secs(30);
 
 /// How long a list keeps making consumers while each one started on a
-/// node behind the barrier, or was refused while the JetStream cluster
-/// had no meta leader. The server puts a consumer on a random replica;
-/// the one outside the write's quorum can trail the leader under load
+/// node behind the barrier, was refused while the JetStream cluster had no
+/// meta leader, or had nobody answering its pull. The server puts a
+/// consumer on a random replica; the one outside the write's quorum can
+/// trail the leader under load
 /// (four tries within 140 ms once left a list `unavailable` on CI), and a
 /// healed node restoring a snapshot trails it for seconds. Retrying lands
 /// on the others, or finds the trailing one caught up (or a meta leader
@@ -156,11 +158,15 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, StoreEr
     // Each key's latest message: its sequence, when it was stored, itself.
     let mut last: HashMap<String, (u64, OffsetDateTime, Message)> = HashMap::new();
     let (mut reached, mut delivered) = (0, 0);
+    // `Some(why)` when this consumer could not serve the list but another may.
     let outcome = loop {
         let next = match tokio::time::timeout(TIMEOUT, messages.next()).await {
             Err(_) => break Err(StoreError::Unavailable(timed_out("deliver the bucket"))),
             Ok(None) => break Err(StoreError::Unavailable("the consumer ended".into())),
-            Ok(Some(Err(err))) => break Err(unavailable("reading the consumer", &err)),
+            Ok(Some(Err(err))) => match worth_another(&err) {
+                Some(why) => break Ok(Some(why)),
+                None => break Err(unavailable("reading the consumer", &err)),
+            },
             Ok(Some(Ok(message))) => message,
         };
         let (seq, pending, stored_at, number) = match next.info() {
@@ -191,7 +197,7 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, StoreEr
         // A start set without the barrier is discarded: no need to wait
         // for the node to catch up first.
         if start.behind(number) || (pending == 0 && reached >= barrier) {
-            break Ok(());
+            break Ok(None);
         }
     };
     // Gone at once rather than after its inactivity threshold; a failed
@@ -199,7 +205,9 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, StoreEr
     tokio::spawn(async move {
         let _ = stream.delete_consumer(&name).await;
     });
-    outcome?;
+    if let Some(why) = outcome? {
+        return Ok(Attempt::Again(why));
+    }
     if !start.current {
         return Ok(Attempt::Again(BEHIND));
     }
@@ -208,6 +216,18 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, StoreEr
             .map(|(key, (seq, stored_at, message))| (key, decode(seq, stored_at, &message)))
             .collect(),
     ))
+}
+
+const NOT_LISTENING: &str = "had no responder for its pull request";
+
+/// Why a consumer that failed while delivering may be worth replacing:
+/// nobody answered its pull request. The server answers a consumer's create
+/// before the consumer's interest has crossed the routes to this gateway's
+/// node, so a pull right after it can find nobody listening (a benchmark
+/// list failed so); a consumer whose node went down is not there either.
+/// Nothing was read, so another consumer is a safe retry.
+fn worth_another(err: &MessagesError) -> Option<&'static str> {
+    (err.kind() == MessagesErrorKind::NoResponders).then_some(NOT_LISTENING)
 }
 
 /// Whether JetStream refused to make a consumer only because its cluster
@@ -267,7 +287,8 @@ fn timed_out(what: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{StartSet, Tries};
+    use super::{StartSet, Tries, worth_another};
+    use async_nats::jetstream::consumer::pull::{MessagesError, MessagesErrorKind};
     use dagnats_leases_wire::names::{READ_BARRIER_SUBJECT, key_subject};
     use std::time::Duration;
 
@@ -299,6 +320,24 @@ mod tests {
             elapsed, 1_810,
             "stopped when the next pause would end past 2 s"
         );
+    }
+
+    #[test]
+    fn a_pull_nobody_answers_is_worth_another_consumer_and_other_failures_are_not() {
+        let nobody = MessagesError::new(MessagesErrorKind::NoResponders);
+        assert_eq!(
+            worth_another(&nobody),
+            Some("had no responder for its pull request")
+        );
+        for kind in [
+            MessagesErrorKind::MissingHeartbeat,
+            MessagesErrorKind::ConsumerDeleted,
+            MessagesErrorKind::Pull,
+            MessagesErrorKind::RequestLimitExceeded,
+            MessagesErrorKind::Other,
+        ] {
+            assert_eq!(worth_another(&MessagesError::new(kind)), None, "{kind}");
+        }
     }
 
     #[test]
