@@ -193,11 +193,16 @@ impl Gateway {
             .expect("gateway exits after SIGTERM")
     }
 
-    /// The exit status, waiting up to `timeout`.
+    /// The exit status, waiting up to `timeout`; once it exited, its log
+    /// holds everything it wrote.
     pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(
+                    self.log.ended(Duration::from_secs(5)).await,
+                    "the gateway exited, its stderr still open"
+                );
                 return Some(status);
             }
             if Instant::now() > deadline {
