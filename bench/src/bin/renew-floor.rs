@@ -23,7 +23,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// A record the size of the gateway's for a short holder.
 const RECORD: &str = r#"{"v":1,"holder":"p","ttl_ms":60000,"acquired_at":"2026-12-01T20:19:37.841Z","written_at":"2026-12-01T20:19:37.843Z","prev":1796156376973889}"#;
 
-#[tokio::main]
+/// One thread on the current-thread scheduler, as the gateway runs by
+/// default.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), async_nats::Error> {
     let url = std::env::var("NATS_URL")?;
     let key = std::env::var("KEY")?;
