@@ -199,10 +199,13 @@ impl Gateway {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                assert!(
-                    self.log.ended(Duration::from_secs(5)).await,
-                    "the gateway exited, its stderr still open"
-                );
+                let log = &self.log;
+                crate::eventually(
+                    "the end of the gateway's stderr",
+                    Duration::from_secs(5),
+                    || std::future::ready(log.ended().then_some(())),
+                )
+                .await;
                 return Some(status);
             }
             if Instant::now() > deadline {

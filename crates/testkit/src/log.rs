@@ -34,18 +34,10 @@ impl Log {
         self.0.lines.lock().unwrap().join("\n")
     }
 
-    /// Waits up to `timeout` for the end of the stream, which a process's
-    /// exit reaches only once the reader has taken its last lines; whether
-    /// it came.
-    pub async fn ended(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        while !self.0.ended.load(Ordering::Acquire) {
-            if Instant::now() > deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        true
+    /// Whether the reader reached the end of the stream: after a process
+    /// exits, only then are its last lines here.
+    pub fn ended(&self) -> bool {
+        self.0.ended.load(Ordering::Acquire)
     }
 
     /// The first line containing `needle`, waiting up to `timeout`.
