@@ -200,3 +200,49 @@ async fn the_client_library_pages_through_every_lease() {
         "{err:?}"
     );
 }
+
+/// Renewing a key rewrites it at the end of the stream, past where a list
+/// may be reading: the list must still find it. Keys renewed as fast as
+/// the gateway takes it while lists run; every list names every key.
+#[tokio::test]
+async fn a_list_names_every_lease_held_throughout_it_while_they_are_renewed() {
+    let s = Setup::start().await;
+    let mut held = Vec::new();
+    for i in 0..200 {
+        let key = format!("k-{i:03}");
+        let grant = s.acquire(&key, "h", 15_000).await;
+        held.push((key, grant["revision"].as_u64().unwrap()));
+    }
+    let all: Vec<String> = held.iter().map(|(key, _)| key.clone()).collect();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let renewers: Vec<_> = (0..8)
+        .map(|worker| {
+            let (client, stop) = (s.client.clone(), stop.clone());
+            let mut mine: Vec<(String, u64)> =
+                held.iter().skip(worker).step_by(8).cloned().collect();
+            tokio::spawn(async move {
+                let mut renewed = 0u64;
+                while !stop.is_cancelled() {
+                    for (key, revision) in &mut mine {
+                        let body = common::lease_ops::renew(key, "h", *revision, 15_000);
+                        let grant = common::call(&client, "renew", body).await;
+                        assert_eq!(grant["granted"], true, "{grant}");
+                        *revision = grant["revision"].as_u64().unwrap();
+                        renewed += 1;
+                    }
+                }
+                renewed
+            })
+        })
+        .collect();
+    for round in 0..40 {
+        let listed = keys(&s.list(json!({"prefix": "k-"})).await);
+        assert_eq!(listed, all, "list {round} left a held lease out");
+    }
+    stop.cancel();
+    let mut renewed = 0;
+    for renewer in renewers {
+        renewed += renewer.await.unwrap();
+    }
+    assert!(renewed > 0, "the keys were renewed while listed");
+}

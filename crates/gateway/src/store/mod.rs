@@ -14,6 +14,7 @@ mod bucket;
 mod jsapi;
 mod provision;
 mod publisher;
+mod pull;
 mod snapshot;
 mod turns;
 

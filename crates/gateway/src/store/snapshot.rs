@@ -1,12 +1,13 @@
-//! Every key's last entry at once, for list and SSE resume: one ordered
-//! consumer that delivers the last message of each subject, confirmed
-//! current once for the whole answer.
+//! Every key's last entry at once, for list and SSE resume: one consumer
+//! that delivers the last message of each subject, confirmed current once
+//! for the whole answer.
 //!
 //! A consumer reads from the node that hosts it, which a partition may have
 //! cut off while it still believes it leads (see `bucket.rs`). So first a
 //! barrier, a publish only the current stream leader can commit, is
-//! acknowledged at sequence `B`. Then the consumer's messages are read
-//! until one at `B` or later has arrived and none is pending.
+//! acknowledged at sequence `B`. Then the consumer's messages are read to
+//! the end of the stream as the server finds it in its store (`pull.rs`):
+//! a key rewritten while the list reads is delivered at its new message.
 //!
 //! The consumer's first messages are the last message of each subject as
 //! its node held them when the consumer was made, the barrier subject's
@@ -27,21 +28,17 @@ use std::time::Duration;
 use async_nats::jetstream::ErrorCode;
 use async_nats::jetstream::Message;
 use async_nats::jetstream::consumer::DeliverPolicy;
-use async_nats::jetstream::consumer::pull::{MessagesError, MessagesErrorKind};
 use async_nats::jetstream::consumer::{AckPolicy, pull};
 use async_nats::jetstream::stream::{ConsumerError, ConsumerErrorKind};
-use futures::StreamExt;
 use time::OffsetDateTime;
 use tokio::time::Instant;
 
 use super::jsapi::{JetStream, TIMEOUT};
+use super::pull::{Pulled, ToTheEnd};
 use crate::core::ports::{KeyEntry, StoreError};
 use dagnats_leases_wire::names::{KEY_SUBJECTS, READ_BARRIER_SUBJECT, STREAM, key_subject};
 use dagnats_leases_wire::record::{Entry, decode_entry};
 
-/// Messages asked for in one pull: a bucket of 10,000 keys arrives in one
-/// request (the ordered consumer's 500 took 20 round trips).
-const BATCH: usize = 50_000;
 /// How long the server keeps a consumer nobody reads, should its delete
 /// be lost.
 const INACTIVE: Duration = Duration::from_secs(30);
@@ -147,58 +144,45 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, StoreEr
     };
     let name = consumer.cached_info().name.clone();
     let mut start = StartSet::new(consumer.cached_info().num_pending, barrier);
-    let mut messages = consumer
-        .stream()
-        .max_messages_per_batch(BATCH)
-        .expires(TIMEOUT)
-        .messages()
-        .await
-        .map_err(|err| unavailable("reading the consumer", &err))?;
     let prefix = key_subject("");
     // Each key's latest message: its sequence, when it was stored, itself.
     let mut last: HashMap<String, (u64, OffsetDateTime, Message)> = HashMap::new();
-    let (mut reached, mut delivered) = (0, 0);
+    let mut delivered = 0;
     // `Some(why)` when this consumer could not serve the list but another may.
-    let outcome = loop {
-        let next = match tokio::time::timeout(TIMEOUT, messages.next()).await {
-            Err(_) => break Err(StoreError::Unavailable(timed_out("deliver the bucket"))),
-            Ok(None) => break Err(StoreError::Unavailable("the consumer ended".into())),
-            Ok(Some(Err(err))) => match worth_another(&err) {
-                Some(why) => break Ok(Some(why)),
-                None => break Err(unavailable("reading the consumer", &err)),
-            },
-            Ok(Some(Ok(message))) => message,
-        };
-        let (seq, pending, stored_at, number) = match next.info() {
-            Ok(info) => (
-                info.stream_sequence,
-                info.pending,
-                info.published,
-                info.consumer_sequence,
-            ),
-            Err(err) => break Err(StoreError::Unexpected(format!("consumer message: {err}"))),
-        };
-        // Without acks nothing is sent again: a message missing from the
-        // run (the consumer's own sequence skips) would leave a key out.
-        delivered += 1;
-        if number != delivered {
-            break Err(StoreError::Unavailable(format!(
-                "listing the bucket: message {delivered} of the consumer did not arrive"
-            )));
-        }
-        reached = reached.max(seq);
-        start.saw(number, next.subject.as_str(), seq);
-        // The barrier subject has a token more than any key.
-        if let Some(key) = next.subject.as_str().strip_prefix(prefix.as_str())
-            && !key.contains('.')
-        {
-            last.insert(key.to_string(), (seq, stored_at, next));
-        }
-        // A start set without the barrier is discarded: no need to wait
-        // for the node to catch up first.
-        if start.behind(number) || (pending == 0 && reached >= barrier) {
-            break Ok(None);
-        }
+    let outcome = match ToTheEnd::start(&context, &name).await {
+        Err(err) => Err(err),
+        Ok(mut pull) => loop {
+            let next = match pull.next().await {
+                Err(err) => break Err(err),
+                Ok(Pulled::Again(why)) => break Ok(Some(why)),
+                Ok(Pulled::End) => break Ok(None),
+                Ok(Pulled::Message(message)) => message,
+            };
+            let (seq, stored_at, number) = match next.info() {
+                Ok(info) => (info.stream_sequence, info.published, info.consumer_sequence),
+                Err(err) => break Err(StoreError::Unexpected(format!("consumer message: {err}"))),
+            };
+            // Without acks nothing is sent again: a message missing from the
+            // run (the consumer's own sequence skips) would leave a key out.
+            delivered += 1;
+            if number != delivered {
+                break Err(StoreError::Unavailable(format!(
+                    "listing the bucket: message {delivered} of the consumer did not arrive"
+                )));
+            }
+            start.saw(number, next.subject.as_str(), seq);
+            // The barrier subject has a token more than any key.
+            if let Some(key) = next.subject.as_str().strip_prefix(prefix.as_str())
+                && !key.contains('.')
+            {
+                last.insert(key.to_string(), (seq, stored_at, next));
+            }
+            // A start set without the barrier is discarded: no need to wait
+            // for the node to catch up first.
+            if start.behind(number) {
+                break Ok(None);
+            }
+        },
     };
     // Gone at once rather than after its inactivity threshold; a failed
     // delete leaves that to the server.
@@ -216,18 +200,6 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, StoreEr
             .map(|(key, (seq, stored_at, message))| (key, decode(seq, stored_at, &message)))
             .collect(),
     ))
-}
-
-const NOT_LISTENING: &str = "had no responder for its pull request";
-
-/// Why a consumer that failed while delivering may be worth replacing:
-/// nobody answered its pull request. The server answers a consumer's create
-/// before the consumer's interest has crossed the routes to this gateway's
-/// node, so a pull right after it can find nobody listening (a benchmark
-/// list failed so); a consumer whose node went down is not there either.
-/// Nothing was read, so another consumer is a safe retry.
-fn worth_another(err: &MessagesError) -> Option<&'static str> {
-    (err.kind() == MessagesErrorKind::NoResponders).then_some(NOT_LISTENING)
 }
 
 /// Whether JetStream refused to make a consumer only because its cluster
@@ -287,8 +259,7 @@ fn timed_out(what: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{StartSet, Tries, worth_another};
-    use async_nats::jetstream::consumer::pull::{MessagesError, MessagesErrorKind};
+    use super::{StartSet, Tries};
     use dagnats_leases_wire::names::{READ_BARRIER_SUBJECT, key_subject};
     use std::time::Duration;
 
@@ -320,24 +291,6 @@ mod tests {
             elapsed, 1_810,
             "stopped when the next pause would end past 2 s"
         );
-    }
-
-    #[test]
-    fn a_pull_nobody_answers_is_worth_another_consumer_and_other_failures_are_not() {
-        let nobody = MessagesError::new(MessagesErrorKind::NoResponders);
-        assert_eq!(
-            worth_another(&nobody),
-            Some("had no responder for its pull request")
-        );
-        for kind in [
-            MessagesErrorKind::MissingHeartbeat,
-            MessagesErrorKind::ConsumerDeleted,
-            MessagesErrorKind::Pull,
-            MessagesErrorKind::RequestLimitExceeded,
-            MessagesErrorKind::Other,
-        ] {
-            assert_eq!(worth_another(&MessagesError::new(kind)), None, "{kind}");
-        }
     }
 
     #[test]
