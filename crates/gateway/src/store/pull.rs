@@ -35,7 +35,8 @@ const FOLLOW_UP: Duration = Duration::from_millis(500);
 
 /// What a pull gave next.
 pub(super) enum Pulled {
-    Message(jetstream::Message),
+    /// Boxed: a message is some 400 bytes, the other outcomes a word or two.
+    Message(Box<jetstream::Message>),
     /// The server found no message past the last one delivered.
     End,
     /// Worth another consumer; why this one could not serve.
@@ -131,7 +132,10 @@ impl ToTheEnd {
             self.request(FOLLOW_UP).await?;
         }
         let context = self.context.clone();
-        Ok(Pulled::Message(jetstream::Message { message, context }))
+        Ok(Pulled::Message(Box::new(jetstream::Message {
+            message,
+            context,
+        })))
     }
 }
 

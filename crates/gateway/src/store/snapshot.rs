@@ -146,7 +146,7 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, StoreEr
     let mut start = StartSet::new(consumer.cached_info().num_pending, barrier);
     let prefix = key_subject("");
     // Each key's latest message: its sequence, when it was stored, itself.
-    let mut last: HashMap<String, (u64, OffsetDateTime, Message)> = HashMap::new();
+    let mut last: HashMap<String, (u64, OffsetDateTime, Box<Message>)> = HashMap::new();
     let mut delivered = 0;
     // `Some(why)` when this consumer could not serve the list but another may.
     let outcome = match ToTheEnd::start(&context, &name).await {
