@@ -1,6 +1,6 @@
 //! chromedriver and a headless Debian Chromium for the dashboard's browser
 //! tests: the driver on a free port, a fresh profile dir, stopped on drop
-//! with every Chromium process it started.
+//! with every Chromium process it started and every file they left.
 
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
@@ -17,7 +17,9 @@ pub struct Driver {
     /// Where the WebDriver API listens (`http://127.0.0.1:PORT`).
     pub url: String,
     child: Child,
-    profile: TempDir,
+    /// The profile (`profile/`) and the processes' temp dir (`tmp/`):
+    /// Chromium, killed, leaves its scoped dirs in `$TMPDIR`.
+    dir: TempDir,
     chromium: String,
 }
 
@@ -33,9 +35,13 @@ impl Driver {
             "no chromedriver at {chromedriver}: run ./scripts/test, which installs chromium-driver"
         );
         let port = free_port();
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir(&tmp).expect("a temp dir for chromium");
         // A process group of its own, so drop also stops its Chromium.
         let child = Command::new(chromedriver)
             .process_group(0)
+            .env("TMPDIR", tmp)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -50,7 +56,7 @@ impl Driver {
         Driver {
             url: format!("http://127.0.0.1:{port}"),
             child,
-            profile: tempfile::tempdir().unwrap(),
+            dir,
             chromium,
         }
     }
@@ -66,7 +72,7 @@ impl Driver {
                     "--no-first-run", "--disable-background-networking",
                     "--disable-component-update", "--disable-sync",
                     "--window-size=1400,900",
-                    format!("--user-data-dir={}", self.profile.path().display()),
+                    format!("--user-data-dir={}", self.dir.path().join("profile").display()),
                 ],
             },
             "goog:loggingPrefs": {"browser": "ALL"},
