@@ -246,3 +246,56 @@ async fn a_list_names_every_lease_held_throughout_it_while_they_are_renewed() {
     }
     assert!(renewed > 0, "the keys were renewed while listed");
 }
+
+/// Every list writes a barrier, and the one its consumer started from is
+/// rewritten by the next list before the consumer gets to it: lists side
+/// by side, while the keys are renewed, each still answers every key.
+#[tokio::test]
+async fn lists_side_by_side_while_leases_are_renewed_each_answer_every_lease() {
+    let s = Setup::start().await;
+    let mut held = Vec::new();
+    for i in 0..1000 {
+        let key = format!("k-{i:04}");
+        let grant = s.acquire(&key, "h", 15_000).await;
+        held.push((key, grant["revision"].as_u64().unwrap()));
+    }
+    let all: Vec<String> = held.iter().map(|(key, _)| key.clone()).collect();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let renewers: Vec<_> = (0..4)
+        .map(|worker| {
+            let (client, stop) = (s.client.clone(), stop.clone());
+            let mut mine: Vec<(String, u64)> =
+                held.iter().skip(worker).step_by(4).cloned().collect();
+            tokio::spawn(async move {
+                while !stop.is_cancelled() {
+                    for (key, revision) in &mut mine {
+                        let body = common::lease_ops::renew(key, "h", *revision, 15_000);
+                        let grant = common::call(&client, "renew", body).await;
+                        assert_eq!(grant["granted"], true, "{grant}");
+                        *revision = grant["revision"].as_u64().unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    let listers = (0..4).map(|lister| {
+        let (client, all) = (s.client.clone(), all.clone());
+        async move {
+            for round in 0..10 {
+                let list = common::call(&client, "list", json!({"prefix": "k-"})).await;
+                let listed = keys(&list);
+                let missing: Vec<&String> = all.iter().filter(|k| !listed.contains(k)).collect();
+                assert_eq!(listed.len(), all.len(), "list {round} of lister {lister}");
+                assert!(
+                    missing.is_empty(),
+                    "list {round} of lister {lister} left out {missing:?}"
+                );
+            }
+        }
+    });
+    futures::future::join_all(listers).await;
+    stop.cancel();
+    for renewer in renewers {
+        renewer.await.unwrap();
+    }
+}
