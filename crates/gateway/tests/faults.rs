@@ -1064,6 +1064,7 @@ async fn fault_run(plan: Plan) -> usize {
         paths["shared_check"] > 0,
         "no owner read answered by a check it shared"
     );
+    assert!(paths["list_listed"] > 0, "no list served");
     violations.len()
 }
 
@@ -1106,6 +1107,31 @@ async fn count_paths(gateway: &Gateway, rec: &Recorder) {
         (
             "shared_check",
             r#"dagnats_store_confirmations_shared_total{what="check"}"#,
+        ),
+        // Each consumer a list made, by what came of it.
+        (
+            "list_listed",
+            r#"dagnats_list_consumers_total{outcome="listed"}"#,
+        ),
+        (
+            "list_failed",
+            r#"dagnats_list_consumers_total{outcome="failed"}"#,
+        ),
+        (
+            "list_behind",
+            r#"dagnats_list_consumers_total{outcome="behind"}"#,
+        ),
+        (
+            "list_no_meta_leader",
+            r#"dagnats_list_consumers_total{outcome="no_meta_leader"}"#,
+        ),
+        (
+            "list_not_listening",
+            r#"dagnats_list_consumers_total{outcome="not_listening"}"#,
+        ),
+        (
+            "list_no_end",
+            r#"dagnats_list_consumers_total{outcome="no_end"}"#,
         ),
     ];
     for (path, series) in series {

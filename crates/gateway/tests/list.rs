@@ -201,6 +201,31 @@ async fn the_client_library_pages_through_every_lease() {
     );
 }
 
+/// Operators see how lists are served: each consumer a list made counts
+/// once, by what came of it. One node is never behind itself, so each list
+/// here takes one consumer.
+#[tokio::test]
+async fn each_consumer_a_list_makes_is_counted_by_what_came_of_it() {
+    let s = Setup::start().await;
+    s.acquire("k", "h", 15_000).await;
+    let http = common::Http::of(&s.gateway).await;
+    for listed in 1..=3 {
+        assert_eq!(keys(&s.list(json!({})).await), ["k"]);
+        let outcome =
+            |outcome: &str| format!("dagnats_list_consumers_total{{outcome=\"{outcome}\"}}");
+        assert_eq!(http.metric(&outcome("listed")).await, listed);
+        for other in [
+            "failed",
+            "behind",
+            "no_meta_leader",
+            "not_listening",
+            "no_end",
+        ] {
+            assert_eq!(http.metric(&outcome(other)).await, 0, "{other}");
+        }
+    }
+}
+
 /// Renewing a key rewrites it at the end of the stream, past where a list
 /// may be reading: the list must still find it. Keys renewed as fast as
 /// the gateway takes it while lists run; every list names every key.

@@ -22,6 +22,7 @@ use async_nats::{StatusCode, Subject, Subscriber};
 use futures::StreamExt;
 
 use super::jsapi::{TIMEOUT, api_subject};
+use super::snapshot::Unserved;
 use crate::core::ports::StoreError;
 use dagnats_leases_wire::names::STREAM;
 
@@ -40,11 +41,8 @@ pub(super) enum Pulled {
     /// The server found no message past the last one delivered.
     End,
     /// Worth another consumer; why this one could not serve.
-    Again(&'static str),
+    Again(Unserved),
 }
-
-pub(super) const NOT_LISTENING: &str = "had no responder for its pull request";
-const NO_END: &str = "could not tell the end of the stream after a full pull";
 
 /// Pulls from one consumer on one inbox.
 pub(super) struct ToTheEnd {
@@ -152,9 +150,11 @@ fn ended(
         StatusCode::OK => None,
         // With an expiry, the server says so only once the pull delivered.
         StatusCode::NOT_FOUND if in_pull > 0 => Some(Ok(Pulled::End)),
-        StatusCode::TIMEOUT if in_pull == 0 && follow_up => Some(Ok(Pulled::Again(NO_END))),
+        StatusCode::TIMEOUT if in_pull == 0 && follow_up => {
+            Some(Ok(Pulled::Again(Unserved::NoEnd)))
+        }
         StatusCode::TIMEOUT => Some(Err("expired before the stream's end")),
-        StatusCode::NO_RESPONDERS => Some(Ok(Pulled::Again(NOT_LISTENING))),
+        StatusCode::NO_RESPONDERS => Some(Ok(Pulled::Again(Unserved::NotListening))),
         _ => Some(Err("was refused")),
     }
 }
@@ -167,7 +167,7 @@ fn unavailable(err: &dyn std::fmt::Display) -> StoreError {
 
 #[cfg(test)]
 mod tests {
-    use super::{NO_END, NOT_LISTENING, Pulled, ended};
+    use super::{Pulled, Unserved, ended};
     use async_nats::StatusCode;
 
     fn said(outcome: Option<Result<Pulled, &'static str>>) -> String {
@@ -206,14 +206,17 @@ mod tests {
             said(ended(expired, 2, true)),
             "failed: expired before the stream's end"
         );
-        assert_eq!(said(ended(expired, 0, true)), format!("again: {NO_END}"));
+        assert_eq!(
+            said(ended(expired, 0, true)),
+            format!("again: {}", Unserved::NoEnd)
+        );
     }
 
     #[test]
     fn a_pull_nobody_answers_is_worth_another_consumer() {
         assert_eq!(
             said(ended(Some(StatusCode::NO_RESPONDERS), 0, false)),
-            format!("again: {NOT_LISTENING}")
+            format!("again: {}", Unserved::NotListening)
         );
         for other in [
             StatusCode::IDLE_HEARTBEAT,

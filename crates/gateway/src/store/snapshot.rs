@@ -36,6 +36,7 @@ use tokio::time::Instant;
 use super::jsapi::{JetStream, TIMEOUT};
 use super::pull::{Pulled, ToTheEnd};
 use crate::core::ports::{KeyEntry, StoreError};
+use crate::metrics;
 use dagnats_leases_wire::names::{KEY_SUBJECTS, READ_BARRIER_SUBJECT, STREAM, key_subject};
 use dagnats_leases_wire::record::{Entry, decode_entry};
 
@@ -71,10 +72,18 @@ pub(super) async fn entries(
     let started = Instant::now();
     let mut tries = Tries::default();
     loop {
-        let why = match attempt(jetstream, barrier).await? {
-            Attempt::Listed(entries) => return Ok(entries),
-            Attempt::Again(why) => why,
+        let why = match attempt(jetstream, barrier).await {
+            Err(err) => {
+                metrics::list_consumer("failed");
+                return Err(err);
+            }
+            Ok(Attempt::Listed(entries)) => {
+                metrics::list_consumer("listed");
+                return Ok(entries);
+            }
+            Ok(Attempt::Again(why)) => why,
         };
+        metrics::list_consumer(why.label());
         let Some(pause) = tries.failed(started.elapsed()) else {
             return Err(StoreError::Unavailable(format!(
                 "listing the bucket: no consumer could serve it within {} tries and {} ms; \
@@ -91,12 +100,45 @@ pub(super) async fn entries(
 /// What one consumer came to.
 enum Attempt {
     Listed(Vec<KeyEntry>),
-    /// Worth another consumer; why this one could not serve the list.
-    Again(&'static str),
+    Again(Unserved),
 }
 
-const BEHIND: &str = "started on a node behind the stream leader";
-const NO_META_LEADER: &str = "was refused: JetStream system temporarily unavailable";
+/// Why one consumer could not serve a list where another may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unserved {
+    /// Its node had not reached the barrier when it started.
+    Behind,
+    /// JetStream refused to make it while electing a meta leader.
+    NoMetaLeader,
+    /// Its first pull found nobody listening yet: the consumer's interest
+    /// had not crossed the routes.
+    NotListening,
+    /// A pull after a full one got nothing: the end, or a stall.
+    NoEnd,
+}
+
+impl Unserved {
+    /// Its label on `dagnats_list_consumers_total`.
+    fn label(self) -> &'static str {
+        match self {
+            Unserved::Behind => "behind",
+            Unserved::NoMetaLeader => "no_meta_leader",
+            Unserved::NotListening => "not_listening",
+            Unserved::NoEnd => "no_end",
+        }
+    }
+}
+
+impl std::fmt::Display for Unserved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Unserved::Behind => "started on a node behind the stream leader",
+            Unserved::NoMetaLeader => "was refused: JetStream system temporarily unavailable",
+            Unserved::NotListening => "had no responder for its pull request",
+            Unserved::NoEnd => "could not tell the end of the stream after a full pull",
+        })
+    }
+}
 
 /// Whether a list makes another consumer after one could not serve the list.
 #[derive(Default)]
@@ -138,7 +180,7 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, StoreEr
     let create = stream.create_consumer(config);
     let consumer = match tokio::time::timeout(TIMEOUT, create).await {
         Err(_) => return Err(StoreError::Unavailable(timed_out("create a consumer"))),
-        Ok(Err(err)) if no_meta_leader(&err) => return Ok(Attempt::Again(NO_META_LEADER)),
+        Ok(Err(err)) if no_meta_leader(&err) => return Ok(Attempt::Again(Unserved::NoMetaLeader)),
         Ok(Err(err)) => return Err(unavailable("creating a consumer", &err)),
         Ok(Ok(consumer)) => consumer,
     };
@@ -193,7 +235,7 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, StoreEr
         return Ok(Attempt::Again(why));
     }
     if !start.current {
-        return Ok(Attempt::Again(BEHIND));
+        return Ok(Attempt::Again(Unserved::Behind));
     }
     Ok(Attempt::Listed(
         last.into_iter()
