@@ -17,6 +17,11 @@ pub const KEY_SUBJECTS: &str = "$KV.leases.>";
 /// two tokens, so never a key, never republished as a change, never listed as a key.
 pub const READ_BARRIER_SUBJECT: &str = "$KV.leases._dagnats.read";
 
+/// Where a list's snapshot is confirmed (see `store::snapshot`), apart
+/// from the reads' barrier: an owner read's barrier never replaces the one
+/// a list's consumer looks for. Two tokens, like [`READ_BARRIER_SUBJECT`].
+pub const LIST_BARRIER_SUBJECT: &str = "$KV.leases._dagnats.list";
+
 /// "They use the queue group dagnats-leases, so exactly one dagnats instance
 /// handles each request."
 pub const QUEUE_GROUP: &str = "dagnats-leases";

@@ -31,7 +31,8 @@ use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
 use dagnats_leases_wire::names::{
     HEADER_EVENT, HEADER_EXPECTED_SEQ, HEADER_EXPECTED_SEQ_SUBJECT, HEADER_KV_OPERATION,
-    HEADER_PREVIOUS_HOLDER, HEADER_ROLLUP, HEADER_TTL, READ_BARRIER_SUBJECT, STREAM, key_subject,
+    HEADER_PREVIOUS_HOLDER, HEADER_ROLLUP, HEADER_TTL, LIST_BARRIER_SUBJECT, READ_BARRIER_SUBJECT,
+    STREAM, key_subject,
 };
 use dagnats_leases_wire::record::{Entry, WriteEvent, decode_entry};
 use dagnats_leases_wire::timefmt;
@@ -169,7 +170,7 @@ impl Bucket {
             let mut headers = HeaderMap::new();
             headers.insert(EXPECTED_SEQ, seq.to_string().as_str());
             headers.insert(EXPECTED_SEQ_SUBJECT, checks.as_str());
-            let reply = self.barrier(checks, headers).await?;
+            let reply = self.barrier(READ_BARRIER_SUBJECT, checks, headers).await?;
             let ack: PubAck = serde_json::from_slice(&reply)
                 .map_err(|err| StoreError::Unexpected(format!("barrier ack: {err}")))?;
             match ack.error {
@@ -242,17 +243,26 @@ impl Bucket {
     /// current leader committed (`snapshot.rs`).
     pub(super) async fn entries(&self) -> Result<Vec<KeyEntry>, StoreError> {
         let reply = self
-            .barrier(READ_BARRIER_SUBJECT.to_string(), HeaderMap::new())
+            .barrier(
+                LIST_BARRIER_SUBJECT,
+                LIST_BARRIER_SUBJECT.into(),
+                HeaderMap::new(),
+            )
             .await?;
         let at = self.acknowledged(&reply)?;
         snapshot::entries(&self.jetstream, at).await
     }
 
-    /// A publish to [`READ_BARRIER_SUBJECT`] with `headers` (its checks on
-    /// the subject `checks`), and its acknowledgement.
-    async fn barrier(&self, checks: String, headers: HeaderMap) -> Result<Bytes, StoreError> {
+    /// A publish to `subject` with `headers` (its checks on the subject
+    /// `checks`), and its acknowledgement.
+    async fn barrier(
+        &self,
+        subject: &'static str,
+        checks: String,
+        headers: HeaderMap,
+    ) -> Result<Bytes, StoreError> {
         let barrier = Publish {
-            subject: Subject::from_static(READ_BARRIER_SUBJECT),
+            subject: Subject::from_static(subject),
             checks,
             headers,
             body: Bytes::new(),

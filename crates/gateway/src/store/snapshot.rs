@@ -5,7 +5,11 @@
 //! A consumer reads from the node that hosts it, which a partition may have
 //! cut off while it still believes it leads (see `bucket.rs`). So first a
 //! barrier, a publish only the current stream leader can commit, is
-//! acknowledged at sequence `B`. Then the consumer's messages are read to
+//! acknowledged at sequence `B`, on the lists' own subject: an owner
+//! read's barrier, one per read, would rewrite it while the consumer walks
+//! the bucket, and the one the consumer then finds could sit past the
+//! start set: 10 lists of 10,000 leases among owner reads made 8 more
+//! consumers, and one answered `unavailable` (tests/list_load.rs). Then the consumer's messages are read to
 //! the end of the stream as the server finds it in its store (`pull.rs`):
 //! a key rewritten while the list reads is delivered at its new message.
 //!
@@ -37,7 +41,7 @@ use super::jsapi::{JetStream, TIMEOUT};
 use super::pull::{Pulled, ToTheEnd};
 use crate::core::ports::{KeyEntry, StoreError};
 use crate::metrics;
-use dagnats_leases_wire::names::{KEY_SUBJECTS, READ_BARRIER_SUBJECT, STREAM, key_subject};
+use dagnats_leases_wire::names::{KEY_SUBJECTS, LIST_BARRIER_SUBJECT, STREAM, key_subject};
 use dagnats_leases_wire::record::{Entry, decode_entry};
 
 /// How long the server keeps a consumer nobody reads, should its delete
@@ -276,7 +280,7 @@ impl StartSet {
 
     /// Notes the consumer's `number`th message, on `subject` at `seq`.
     fn saw(&mut self, number: u64, subject: &str, seq: u64) {
-        if number <= self.len && subject == READ_BARRIER_SUBJECT && seq >= self.barrier {
+        if number <= self.len && subject == LIST_BARRIER_SUBJECT && seq >= self.barrier {
             self.current = true;
         }
     }
@@ -302,7 +306,7 @@ fn timed_out(what: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::{StartSet, Tries};
-    use dagnats_leases_wire::names::{READ_BARRIER_SUBJECT, key_subject};
+    use dagnats_leases_wire::names::{LIST_BARRIER_SUBJECT, key_subject};
     use std::time::Duration;
 
     #[test]
@@ -341,7 +345,7 @@ mod tests {
         start.saw(1, &key_subject("a"), 4);
         start.saw(2, &key_subject("b"), 7);
         assert!(!start.behind(2), "the start set has not all arrived");
-        start.saw(3, READ_BARRIER_SUBJECT, 10);
+        start.saw(3, LIST_BARRIER_SUBJECT, 10);
         assert!(start.current);
         assert!(!start.behind(3));
     }
@@ -352,10 +356,10 @@ mod tests {
         // later, after writes to the keys that may never be delivered.
         let mut start = StartSet::new(3, 10);
         start.saw(1, &key_subject("a"), 4);
-        start.saw(2, READ_BARRIER_SUBJECT, 6);
+        start.saw(2, LIST_BARRIER_SUBJECT, 6);
         start.saw(3, &key_subject("b"), 7);
         assert!(start.behind(3), "known once the start set is in");
-        start.saw(4, READ_BARRIER_SUBJECT, 12);
+        start.saw(4, LIST_BARRIER_SUBJECT, 12);
         assert!(!start.current);
     }
 
