@@ -9,13 +9,17 @@
 //! read's barrier, one per read, would rewrite it while the consumer walks
 //! the bucket, and the one the consumer then finds could sit past the
 //! start set: 10 lists of 10,000 leases among owner reads made 8 more
-//! consumers, and one answered `unavailable` (tests/list_load.rs). Then the consumer's messages are read to
-//! the end of the stream as the server finds it in its store (`pull.rs`):
-//! a key rewritten while the list reads is delivered at its new message.
+//! consumers, and one answered `unavailable` (tests/list_load.rs). Then
+//! the consumer's messages are read to the end of the stream as the server
+//! finds it in its store (`pull.rs`): a key rewritten while the list reads
+//! is delivered at its new message.
 //!
 //! The consumer's first messages are the last message of each subject as
 //! its node held them when the consumer was made, the barrier subject's
-//! included. Only if that one is at `B` or later did the node hold every
+//! included. (With one message per subject nats-server walks the stream
+//! in order, so a message rewritten before the walk reaches it drops out
+//! and the later ones move up: the check below counts positions, which is
+//! why the lists' barrier must be one nothing else rewrites.) Only if that one is at `B` or later did the node hold every
 //! write acknowledged before the list began; then the snapshot is the
 //! bucket as of a moment inside the call. A node still catching up (a
 //! healed partition) can start from older messages and reach `B` later
