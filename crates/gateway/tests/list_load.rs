@@ -26,8 +26,8 @@ const WARM_UP_READS: u64 = 5_000;
 /// one a list's consumer looks for, a list's barrier would be rewritten
 /// while the consumer walks the bucket, the consumer taken for behind and
 /// made again, and under enough reads the list would answer `unavailable`
-/// (8 of 10 consumers behind and 1 list of 10 unavailable, before lists had
-/// a barrier subject of their own).
+/// (10 lists made 8 more consumers and one answered `unavailable` before
+/// lists had a barrier subject of their own).
 #[tokio::test]
 #[ignore = "load (cargo test --release --test list_load -- --ignored --nocapture)"]
 async fn lists_among_owner_reads_and_renewals_each_answer_every_lease_from_their_first_consumer() {
