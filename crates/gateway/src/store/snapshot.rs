@@ -15,13 +15,14 @@
 //! is delivered at its new message.
 //!
 //! The consumer's first messages are the last message of each subject as
-//! its node held them when the consumer was made, the barrier subject's
-//! included. (With one message per subject nats-server walks the stream
-//! in order, so a message rewritten before the walk reaches it drops out
-//! and the later ones move up: the check below counts positions, which is
-//! why the lists' barrier must be one nothing else rewrites.) Only if that one is at `B` or later did the node hold every
-//! write acknowledged before the list began; then the snapshot is the
-//! bucket as of a moment inside the call. A node still catching up (a
+//! its node held them when the consumer was made, the lists' barrier
+//! included. Only if that barrier is at `B` or later did the node hold
+//! every write acknowledged before the list began; then the snapshot is
+//! the bucket as of a moment inside the call. (With one message per
+//! subject nats-server walks the stream in order, so a message rewritten
+//! before the walk reaches it drops out and the later ones move up: the
+//! check counts positions, which is why the lists' barrier must be one
+//! nothing else rewrites.) A node still catching up (a
 //! healed partition) can start from older messages and reach `B` later
 //! by restoring a leader's snapshot, which delivers none of the writes in
 //! between: a 300 s fault run listed revisions 25 s old that way. Then,
