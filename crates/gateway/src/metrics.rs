@@ -168,9 +168,10 @@ pub(crate) fn store_confirmation_shared(what: &'static str) {
     metrics::counter!("dagnats_store_confirmations_shared_total", "what" => what).increment(1);
 }
 
-/// Counts one consumer a list made by what came of it: `listed`, `failed`
-/// (an error another consumer would not cure), or why another was made
-/// (`behind`, `no_meta_leader`, `not_listening`, `no_end`).
+/// Counts one consumer a list made or tried to make, by what came of it:
+/// `listed`, `failed` (it could not be made or read, an error another
+/// consumer would not cure), or why another was made (`behind`,
+/// `no_meta_leader`, `not_listening`, `no_end`).
 pub(crate) fn list_consumer(outcome: &'static str) {
     metrics::counter!("dagnats_list_consumers_total", "outcome" => outcome).increment(1);
 }
