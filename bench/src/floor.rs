@@ -56,12 +56,11 @@ pub struct FloorStream {
     prefix: String,
 }
 
-/// The floor stream's name when it is not the bucket itself.
-const R3_STREAM: &str = "BENCH_FLOOR_R3";
-const R3_PREFIX: &str = "bench.floor.kv.";
-/// Where the R3 floor stream republishes each key's writes, as the bucket
-/// republishes them on `dagnats.lease.changed.<key>`.
-pub const R3_CHANGED: &str = "bench.floor.changed";
+/// Subjects of the floor's own stream (when it is not the bucket itself).
+const OWN_PREFIX: &str = "bench.floor.kv.";
+/// Where the floor's own stream republishes each key's writes, as the
+/// bucket republishes them on `dagnats.lease.changed.<key>`.
+pub const OWN_CHANGED: &str = "bench.floor.changed";
 
 impl FloorStream {
     /// The bucket's own stream (`KV_leases`): on one node the floor writes
@@ -73,14 +72,17 @@ impl FloorStream {
         }
     }
 
-    /// A stream of its own with the bucket's settings at 3 replicas (the
+    /// A stream of its own with the bucket's settings at `replicas` (the
     /// config `crates/gateway/src/store/provision.rs` creates, republish
-    /// included, under another name), once it has a leader: the floor of
-    /// the production layout, apart from the leases.
-    pub async fn create_r3(nats: &Client) -> Self {
+    /// included, under another name), once every replica is current: the
+    /// floor of the production layout apart from the leases, and the
+    /// single node's front floor, whose change events no gateway receives.
+    pub async fn create(nats: &Client, replicas: usize) -> Self {
+        let own = Self::own(replicas);
+        let stream = &own.stream;
         let config = json!({
-            "name": R3_STREAM,
-            "subjects": [format!("{R3_PREFIX}>")],
+            "name": stream,
+            "subjects": [format!("{OWN_PREFIX}>")],
             "max_msgs_per_subject": 1,
             "max_age": 0,
             "allow_rollup_hdrs": true,
@@ -88,41 +90,52 @@ impl FloorStream {
             "allow_msg_ttl": true,
             "subject_delete_marker_ttl": Duration::from_secs(5).as_nanos() as u64,
             "republish": {
-                "src": format!("{R3_PREFIX}*"),
-                "dest": format!("{R3_CHANGED}.{{{{wildcard(1)}}}}"),
+                "src": format!("{OWN_PREFIX}*"),
+                "dest": format!("{OWN_CHANGED}.{{{{wildcard(1)}}}}"),
             },
             "storage": "file",
             "discard": "new",
             "deny_delete": true,
-            "num_replicas": 3,
+            "num_replicas": replicas,
         });
-        let created = js_api(nats, &format!("STREAM.CREATE.{R3_STREAM}"), config).await;
+        let created = js_api(nats, &format!("STREAM.CREATE.{stream}"), config).await;
         assert!(created.get("error").is_none(), "{created}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let info = js_api(nats, &format!("STREAM.INFO.{R3_STREAM}"), json!({})).await;
-            let current = info["cluster"]["replicas"]
-                .as_array()
-                .map_or(0, |r| r.iter().filter(|r| r["current"] == true).count());
-            if info["cluster"]["leader"].is_string() && current == 2 {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{R3_STREAM} not healthy: {info}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        // One node answers the create once the stream is there; a cluster
+        // once it has a leader, which then waits for its followers.
+        if replicas > 1 {
+            wait_current(nats, stream, replicas).await;
         }
-        Self::r3()
+        own
     }
 
-    /// The stream [`FloorStream::create_r3`] makes, once it exists.
-    pub fn r3() -> Self {
+    /// The stream [`FloorStream::create`] makes with `replicas`, once it
+    /// exists.
+    pub fn own(replicas: usize) -> Self {
         FloorStream {
-            stream: R3_STREAM.into(),
-            prefix: R3_PREFIX.into(),
+            stream: format!("BENCH_FLOOR_R{replicas}"),
+            prefix: OWN_PREFIX.into(),
         }
     }
 
     pub fn subject(&self, key: &str) -> String {
         format!("{}{key}", self.prefix)
+    }
+}
+
+/// Waits until `stream` has a leader and its `replicas - 1` followers are
+/// current, for at most 30 s.
+async fn wait_current(nats: &Client, stream: &str, replicas: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info = js_api(nats, &format!("STREAM.INFO.{stream}"), json!({})).await;
+        let current = info["cluster"]["replicas"]
+            .as_array()
+            .map_or(0, |r| r.iter().filter(|r| r["current"] == true).count());
+        if info["cluster"]["leader"].is_string() && current == replicas - 1 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{stream} not healthy: {info}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

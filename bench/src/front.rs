@@ -1,17 +1,19 @@
-//! The floor under any NATS front of the bucket, in the production layout:
-//! what a service costs that answers each call over request/reply and
-//! writes the bucket once for it, with nothing of the gateway's own.
+//! The floor under any NATS front of the bucket: what a service costs that
+//! answers each call over request/reply and makes the one JetStream call a
+//! lease call cannot do without, with nothing of the gateway's own.
 //!
 //! Responders in a queue group, each a process of its own in a gateway's
 //! place (this binary's `front` mode), answer `write` with one
 //! compare-and-set publish with a TTL, as a renew writes, whose change event
 //! the stream republishes to every responder, as every gateway receives
-//! every change; and `check` with one publish to a barrier subject that
-//! expects the key's last sequence, as an owner read is confirmed: with
-//! reads only through the stream leader and no read fence, a linearizable
-//! read costs a write (`crates/gateway/src/store/bucket.rs`). Every publish
-//! goes alone: coalescing publishes into atomic batches is the gateway's
-//! own work, and may take it past this floor.
+//! every change; and `check` as the gateway confirms an owner read. On a
+//! replicated stream that is one publish to a barrier subject that expects
+//! the key's last sequence: with reads only through the stream leader and
+//! no read fence, a linearizable read costs a write
+//! (`crates/gateway/src/store/bucket.rs`). On one replica it is one read of
+//! the key through the stream leader, as the gateway reads an unreplicated
+//! bucket. Every call goes alone: coalescing publishes into atomic batches
+//! is the gateway's own work, and may take it past this floor.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,15 +37,19 @@ const BARRIER_KEY: &str = "_front.read";
 /// A lease record's size (the gateway's renew body is about this long).
 const BODY: &str = r#"{"holder":"bench-front-holder","ttl_ms":60000,"acquired_at":"2026-12-02T00:00:00.000000000Z","renewed_at":"2026-12-02T00:00:00.000000000Z"}"#;
 
-/// Starts `n` responders on `urls`, each a process of its own, returning
+/// Starts `n` responders on `urls`, each a process of its own, writing to
+/// the floor's own stream at `replicas` ([`FloorStream::create`]), returning
 /// once all of them listen.
-pub fn responders(urls: &str, n: usize) -> Vec<Proc> {
-    (0..n).map(|_| procs::responder(&["front", urls])).collect()
+pub fn responders(urls: &str, n: usize, replicas: usize) -> Vec<Proc> {
+    let replicas = replicas.to_string();
+    (0..n)
+        .map(|_| procs::responder(&["front", urls, "--replicas", &replicas]))
+        .collect()
 }
 
 /// A responder's work, on one thread like the gateway, until killed;
 /// `urls` separated by commas, as the gateway takes them.
-pub fn serve(urls: &str) {
+pub fn serve(urls: &str, replicas: usize) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -54,30 +60,47 @@ pub fn serve(urls: &str) {
             .map(|url| url.parse().expect("a NATS URL"))
             .collect();
         let nats = async_nats::connect(urls).await.expect("connect");
-        let on = FloorStream::r3();
+        let on = FloorStream::own(replicas);
         let mut calls = nats
             .queue_subscribe("bench.front.*", QUEUE.into())
             .await
             .expect("subscribe");
         let mut events = nats
-            .subscribe(format!("{}.>", floor::R3_CHANGED))
+            .subscribe(format!("{}.>", floor::OWN_CHANGED))
             .await
             .expect("subscribe to changes");
         nats.flush().await.expect("flush");
         tokio::spawn(async move { while events.next().await.is_some() {} });
         println!("{}", procs::READY);
+        let confirm = replicas > 1;
         while let Some(call) = calls.next().await {
             let (nats, on) = (nats.clone(), on.clone());
-            tokio::spawn(async move { answer(&nats, &on, call).await });
+            tokio::spawn(async move { answer(&nats, &on, confirm, call).await });
         }
     });
 }
 
-/// One publish for `call` (`<key> <expected last sequence>`), whose
-/// acknowledgement is the answer.
-async fn answer(nats: &Client, on: &FloorStream, call: Message) {
+/// What a check costs the front at `replicas`, as the tables name it.
+pub fn check_by(replicas: usize) -> &'static str {
+    if replicas > 1 {
+        "barrier publish"
+    } else {
+        "leader read"
+    }
+}
+
+/// One JetStream call for `call` (`<key> <expected last sequence>`), whose
+/// answer (a publish's acknowledgement, a read's message) is the reply.
+/// Checks are barriers when `confirm`, reads of the key otherwise.
+async fn answer(nats: &Client, on: &FloorStream, confirm: bool, call: Message) {
     let Some(reply) = call.reply else { return };
-    let ack = match parse(&call.payload) {
+    let answered = match parse(&call.payload) {
+        Some((key, _)) if call.subject.as_str() == CHECK && !confirm => {
+            let read = serde_json::json!({ "last_by_subj": on.subject(key) });
+            let body = serde_json::to_vec(&read).expect("JSON");
+            let api = format!("$JS.API.STREAM.MSG.GET.{}", on.stream);
+            nats.request(api, body.into()).await
+        }
         Some((key, expected)) => {
             let mut headers = HeaderMap::new();
             headers.insert("Nats-Expected-Last-Subject-Sequence", expected);
@@ -91,14 +114,19 @@ async fn answer(nats: &Client, on: &FloorStream, call: Message) {
                 );
                 (on.subject(BARRIER_KEY), Bytes::new())
             };
-            match nats.request_with_headers(subject, headers, body).await {
-                Ok(ack) => ack.payload,
-                Err(err) => Bytes::from(format!(r#"{{"error":"{err}"}}"#)),
-            }
+            nats.request_with_headers(subject, headers, body).await
         }
-        None => Bytes::from_static(br#"{"error":"expected <key> <sequence>"}"#),
+        None => {
+            let refused = br#"{"error":"expected <key> <sequence>"}"#;
+            let _ = nats.publish(reply, Bytes::from_static(refused)).await;
+            return;
+        }
     };
-    let _ = nats.publish(reply, ack).await;
+    let answer = match answered {
+        Ok(answer) => answer.payload,
+        Err(err) => Bytes::from(format!(r#"{{"error":"{err}"}}"#)),
+    };
+    let _ = nats.publish(reply, answer).await;
 }
 
 fn parse(payload: &[u8]) -> Option<(&str, &str)> {
@@ -166,11 +194,17 @@ impl Load {
     }
 }
 
-/// One call of client `c`, and the sequence its publish landed at.
+/// One call of client `c`, and the sequence its answer names: where its
+/// publish landed, or the key's last sequence a read found.
 async fn call(nats: &Client, what: &str, c: u64, expected: u64) -> Result<u64, String> {
     let reply = nats
         .request(what.to_string(), format!("front-{c} {expected}").into())
         .await
         .map_err(|err| err.to_string())?;
-    Ok(floor::acknowledged(&reply.payload))
+    let answer: serde_json::Value =
+        serde_json::from_slice(&reply.payload).map_err(|err| err.to_string())?;
+    answer["seq"]
+        .as_u64()
+        .or_else(|| answer["message"]["seq"].as_u64())
+        .ok_or_else(|| format!("the front floor's call was refused: {answer}"))
 }

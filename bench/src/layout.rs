@@ -30,6 +30,8 @@ pub struct Setup {
     pub fronts: Vec<(&'static str, u32)>,
     /// Each nats-server's name and process id.
     pub nats_servers: Vec<(&'static str, u32)>,
+    /// The bucket's replicas, and so the front floor stream's.
+    pub replicas: usize,
     /// Where the raw floor writes and reads.
     pub floor: FloorStream,
     /// The names of the etcd members to start, one per member, for the
@@ -190,6 +192,7 @@ async fn front_floor(setup: &Setup, clients: u64, secs: Duration) -> Option<Fron
     Some(FrontFloor {
         write: metered(&processes, secs, load.writes(clients, secs)).await,
         check: metered(&processes, secs, load.checks(clients, secs)).await,
+        check_by: front::check_by(setup.replicas),
     })
 }
 

@@ -80,9 +80,14 @@ enum Mode {
     #[command(hide = true)]
     Echo { url: String },
     /// (internal) Answer the front floor's calls (`front.rs`), as a process
-    /// of its own in a gateway's place.
+    /// of its own in a gateway's place, writing to the floor's own stream
+    /// at `replicas`.
     #[command(hide = true)]
-    Front { urls: String },
+    Front {
+        urls: String,
+        #[arg(long)]
+        replicas: usize,
+    },
     /// One phase of the production layout alone, run after run, each on
     /// servers of its own: a figure that moves from run to run takes
     /// several to judge. One JSON line per run.
@@ -175,7 +180,7 @@ fn main() {
     match cli.mode.take() {
         Some(Mode::Gateway(config)) => gateway(*config),
         Some(Mode::Echo { url }) => echo(&url),
-        Some(Mode::Front { urls }) => front::serve(&urls),
+        Some(Mode::Front { urls, replicas }) => front::serve(&urls, replicas),
         Some(Mode::Probe {
             phase,
             runs,
@@ -252,6 +257,8 @@ const GATEWAYS: [&str; 2] = ["gateway 1", "gateway 2"];
 const FRONTS: [&str; 2] = ["front 1", "front 2"];
 const NODES: [&str; 3] = ["nats-server n1", "nats-server n2", "nats-server n3"];
 const ETCD_MEMBERS: [&str; 3] = ["etcd e1", "etcd e2", "etcd e3"];
+/// The bucket's replicas in the production layout, and the floor stream's.
+const REPLICAS: usize = 3;
 
 /// How long a lease call may take before the client gives up.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -272,7 +279,7 @@ async fn production(params: &Params) -> Figures {
     for gateway in &servers.gateways {
         http_bases.push(gateway.http_url().await);
     }
-    let floor = FloorStream::create_r3(&nats).await;
+    let floor = FloorStream::create(&nats, REPLICAS).await;
     let (_fronts, fronts) = servers.start_fronts();
     let setup = Setup {
         name: "production",
@@ -289,6 +296,7 @@ async fn production(params: &Params) -> Figures {
         gateways: servers.gateways(),
         fronts,
         nats_servers: servers.nodes(),
+        replicas: REPLICAS,
         etcd_members: &ETCD_MEMBERS,
     };
     layout::measure(&setup, params).await
@@ -309,7 +317,8 @@ impl ProductionServers {
         let urls = cluster.urls();
         let mut gateways = Vec::new();
         for _ in GATEWAYS {
-            gateways.push(procs::gateway(&urls, &["--replicas", "3"]).await);
+            let replicas = REPLICAS.to_string();
+            gateways.push(procs::gateway(&urls, &["--replicas", &replicas]).await);
         }
         let nats = cluster.client().await;
         cluster.wait_healthy(&nats, Duration::from_secs(30)).await;
@@ -332,7 +341,7 @@ impl ProductionServers {
     /// [`FRONTS`]: the processes (killed when dropped), and each one's name
     /// and process id.
     fn start_fronts(&self) -> (Vec<procs::Proc>, Vec<(&'static str, u32)>) {
-        let fronts = front::responders(&self.cluster.urls(), FRONTS.len());
+        let fronts = front::responders(&self.cluster.urls(), FRONTS.len(), REPLICAS);
         let named = FRONTS
             .into_iter()
             .zip(fronts.iter().map(|f| f.child.id()))
@@ -421,7 +430,7 @@ impl ProductionServers {
                 )
             }
             Phase::Floor => {
-                let floor = FloorStream::create_r3(&self.nats).await;
+                let floor = FloorStream::create(&self.nats, REPLICAS).await;
                 serde_json::to_string(
                     &self
                         .counted(
@@ -433,7 +442,7 @@ impl ProductionServers {
                 )
             }
             Phase::Front => {
-                FloorStream::create_r3(&self.nats).await;
+                FloorStream::create(&self.nats, REPLICAS).await;
                 let (_fronts, mut processes) = self.start_fronts();
                 processes.extend(self.nodes());
                 let load = front::Load::new(&self.nats, clients).await;
@@ -471,14 +480,17 @@ struct Counted {
 }
 
 /// One nats-server with its default (lazy) fsync, one gateway, one etcd
-/// member, the floor in the bucket's own stream; then the gateway on one
-/// nats-server that fsyncs every write.
+/// member, the floor in the bucket's own stream, one front floor responder
+/// on a stream of its own; then the gateway on one nats-server that fsyncs
+/// every write.
 async fn single_node(params: &Params) -> SingleNode {
     eprintln!("single node: 1 nats-server, 1 gateway ...");
     let figures = {
         let nats_proc = procs::nats_server(false).await;
         let gateway = procs::gateway(&nats_proc.url, &[]).await;
         let nats = async_nats::connect(&nats_proc.url).await.expect("connect");
+        FloorStream::create(&nats, 1).await;
+        let front = front::responders(&nats_proc.url, 1, 1);
         let setup = Setup {
             name: "single node",
             layout: "1 nats-server (default fsync), 1 gateway, 1 etcd member".into(),
@@ -486,8 +498,9 @@ async fn single_node(params: &Params) -> SingleNode {
             nats,
             http_bases: vec![gateway.http_url().await],
             gateways: vec![("gateway", gateway.pid())],
-            fronts: Vec::new(),
+            fronts: vec![("front", front[0].child.id())],
             nats_servers: vec![("nats-server", nats_proc.pid())],
+            replicas: 1,
             floor: FloorStream::bucket(),
             etcd_members: &["etcd"],
         };

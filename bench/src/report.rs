@@ -42,7 +42,7 @@ pub struct Throughputs {
     pub floor_leader_read: Throughput,
     pub renew: Throughput,
     pub owner: Throughput,
-    /// The production layout's floor under renew and owner.
+    /// The floor under renew and owner: responders in the gateways' place.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub front: Option<FrontFloor>,
 }
@@ -54,9 +54,12 @@ pub struct FrontFloor {
     /// A compare-and-set publish with a TTL, its change event to every
     /// responder: a renew's work.
     pub write: Throughput,
-    /// A barrier publish expecting the key's last sequence: an owner
-    /// read's confirmation.
+    /// An owner read's confirmation: a barrier publish expecting the
+    /// key's last sequence on a replicated stream, a read through the
+    /// stream leader on one replica.
     pub check: Throughput,
+    /// Which of the two `check` is (`front::check_by`).
+    pub check_by: &'static str,
 }
 
 /// The gateway on a nats-server that fsyncs before every acknowledgement,
@@ -529,7 +532,7 @@ impl Figures {
                 procs,
             ));
             rates.push(rate(
-                "front floor: hop + barrier publish",
+                &format!("front floor: hop + {}", front.check_by),
                 &front.check,
                 procs,
             ));
