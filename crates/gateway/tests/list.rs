@@ -5,9 +5,8 @@
 mod common;
 
 use common::Setup;
+use common::renewing::{Refused, Renewing};
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 /// The keys of a list reply, in its order.
 fn keys(list: &Value) -> Vec<String> {
@@ -228,57 +227,18 @@ async fn each_consumer_a_list_makes_is_counted_by_what_came_of_it() {
     }
 }
 
-/// `count` leases `k-<i>` held by "h" for 15 s, renewed by tasks round
-/// after round, each renew granted, until [`Renewing::stop`].
-struct Renewing {
-    /// The keys, sorted.
-    keys: Vec<String>,
-    stop: CancellationToken,
-    tasks: Vec<JoinHandle<u64>>,
-}
-
-impl Renewing {
-    async fn start(s: &Setup, count: usize, workers: usize) -> Self {
-        let mut held = Vec::new();
-        for i in 0..count {
-            let key = format!("k-{i:04}");
-            let grant = s.acquire(&key, "h", 15_000).await;
-            held.push((key, grant["revision"].as_u64().unwrap()));
-        }
-        let keys = held.iter().map(|(key, _)| key.clone()).collect();
-        let stop = CancellationToken::new();
-        let tasks = (0..workers)
-            .map(|worker| {
-                let (client, stop) = (s.client.clone(), stop.clone());
-                let mut mine: Vec<(String, u64)> =
-                    held.iter().skip(worker).step_by(workers).cloned().collect();
-                tokio::spawn(async move {
-                    let mut renewed = 0u64;
-                    while !stop.is_cancelled() {
-                        for (key, revision) in &mut mine {
-                            let body = common::lease_ops::renew(key, "h", *revision, 15_000);
-                            let grant = common::call(&client, "renew", body).await;
-                            assert_eq!(grant["granted"], true, "{grant}");
-                            *revision = grant["revision"].as_u64().unwrap();
-                            renewed += 1;
-                        }
-                    }
-                    renewed
-                })
-            })
-            .collect();
-        Renewing { keys, stop, tasks }
+/// `count` leases `k-<i>` held by "h" for 15 s, renewed by `workers`
+/// tasks round after round, each renew granted; their keys, sorted.
+async fn hold_renewing(s: &Setup, count: usize, workers: usize) -> (Vec<String>, Renewing) {
+    let mut held = Vec::new();
+    for i in 0..count {
+        let key = format!("k-{i:04}");
+        let grant = s.acquire(&key, "h", 15_000).await;
+        held.push((key, grant["revision"].as_u64().unwrap()));
     }
-
-    /// Stops renewing, checking some renews were made meanwhile.
-    async fn stop(self) {
-        self.stop.cancel();
-        let mut renewed = 0;
-        for task in self.tasks {
-            renewed += task.await.unwrap();
-        }
-        assert!(renewed > 0, "the keys were renewed while listed");
-    }
+    let keys = held.iter().map(|(key, _)| key.clone()).collect();
+    let renewing = Renewing::start(&s.client, &held, workers, 15_000, Refused::Fails);
+    (keys, renewing)
 }
 
 /// Renewing a key rewrites it at the end of the stream, past where a list
@@ -287,12 +247,15 @@ impl Renewing {
 #[tokio::test]
 async fn a_list_names_every_lease_held_throughout_it_while_they_are_renewed() {
     let s = Setup::start().await;
-    let renewing = Renewing::start(&s, 200, 8).await;
+    let (all, renewing) = hold_renewing(&s, 200, 8).await;
     for round in 0..40 {
         let listed = keys(&s.list(json!({"prefix": "k-"})).await);
-        assert_eq!(listed, renewing.keys, "list {round} left a held lease out");
+        assert_eq!(listed, all, "list {round} left a held lease out");
     }
-    renewing.stop().await;
+    assert!(
+        renewing.stop().await > 0,
+        "the keys were renewed while listed"
+    );
 }
 
 /// Every list writes a barrier, and the one its consumer started from is
@@ -301,9 +264,9 @@ async fn a_list_names_every_lease_held_throughout_it_while_they_are_renewed() {
 #[tokio::test]
 async fn lists_side_by_side_while_leases_are_renewed_each_answer_every_lease() {
     let s = Setup::start().await;
-    let renewing = Renewing::start(&s, 1000, 4).await;
+    let (all, renewing) = hold_renewing(&s, 1000, 4).await;
     let listers = (0..4).map(|lister| {
-        let (client, all) = (s.client.clone(), renewing.keys.clone());
+        let (client, all) = (s.client.clone(), all.clone());
         async move {
             for round in 0..10 {
                 let list = common::call(&client, "list", json!({"prefix": "k-"})).await;
@@ -318,5 +281,8 @@ async fn lists_side_by_side_while_leases_are_renewed_each_answer_every_lease() {
         }
     });
     futures::future::join_all(listers).await;
-    renewing.stop().await;
+    assert!(
+        renewing.stop().await > 0,
+        "the keys were renewed while listed"
+    );
 }

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::cluster::{self, Cluster};
+use common::renewing::{Refused, Renewing};
 use common::{Http, eventually, lease_ops};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -45,40 +46,13 @@ async fn lists_among_owner_reads_and_renewals_each_answer_every_lease_from_their
             held.push((key.clone(), grant["revision"].as_u64().unwrap()));
         }
     }
+    let renewing = Renewing::start(&client, &held, RENEWERS, 60_000, Refused::Retried);
     let stop = CancellationToken::new();
     let reads = Arc::new(AtomicU64::new(0));
-    let mut load = Vec::new();
-    for worker in 0..RENEWERS {
-        let (client, stop) = (client.clone(), stop.clone());
-        let mut mine: Vec<(String, u64)> = held
-            .iter()
-            .skip(worker)
-            .step_by(RENEWERS)
-            .cloned()
-            .collect();
-        load.push(tokio::spawn(async move {
-            let mut renewed = 0u64;
-            while !stop.is_cancelled() {
-                for (key, revision) in &mut mine {
-                    if stop.is_cancelled() {
-                        break;
-                    }
-                    let body = lease_ops::renew(key, "h", *revision, 60_000);
-                    let grant = common::call(&client, "renew", body).await;
-                    // A renew may answer `unavailable` under this load; it
-                    // is retried with the same fence on the next round.
-                    if let Some(next) = grant["revision"].as_u64() {
-                        *revision = next;
-                        renewed += 1;
-                    }
-                }
-            }
-            renewed
-        }));
-    }
+    let mut readers = Vec::new();
     for reader in 0..READERS {
         let (client, stop, reads) = (client.clone(), stop.clone(), reads.clone());
-        load.push(tokio::spawn(async move {
+        readers.push(tokio::spawn(async move {
             let mut read = 0u64;
             while !stop.is_cancelled() {
                 let key = format!("k-{:05}", (reader * 313 + read as usize) % LEASES);
@@ -105,12 +79,11 @@ async fn lists_among_owner_reads_and_renewals_each_answer_every_lease_from_their
         assert_eq!(listed, LEASES, "list {round}: {}", brief(&reply.body));
     }
     stop.cancel();
-    let mut done = Vec::new();
-    for task in load {
-        done.push(task.await.unwrap());
+    let renewed = renewing.stop().await;
+    let mut read = 0;
+    for reader in readers {
+        read += reader.await.unwrap();
     }
-    let (renewed, read): (u64, u64) =
-        (done[..RENEWERS].iter().sum(), done[RENEWERS..].iter().sum());
     println!("{LISTS} lists of {LEASES} among {renewed} renews and {read} owner reads");
     assert!(renewed > 0 && read > 0, "the lists ran under load");
     let consumers =

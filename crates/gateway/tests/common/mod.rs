@@ -13,6 +13,7 @@ pub mod owner;
 pub mod proxy;
 pub mod records;
 pub mod relay;
+pub mod renewing;
 pub mod service;
 pub mod shard_checker;
 pub mod takeover;
