@@ -40,7 +40,7 @@ async fn succeeded(reply: reqwest::Response) -> Value {
 }
 
 /// The gateway call `i` goes to: each in turn.
-fn at(bases: &[String], i: u64) -> &str {
+pub fn at(bases: &[String], i: u64) -> &str {
     &bases[(i % bases.len() as u64) as usize]
 }
 
@@ -130,14 +130,17 @@ pub async fn list(
     RangeRead::measure(leases, calls, || {
         let i = next.get();
         next.set(i + 1);
-        let url = format!("{}/v1/leases?prefix={prefix}", at(bases, i));
-        async move {
-            let reply = http.get(url).send().await.expect("list");
-            let body = succeeded(reply).await;
-            body["leases"].as_array().map_or(0, Vec::len) as u64
-        }
+        list_once(http, at(bases, i), prefix)
     })
     .await
+}
+
+/// How many leases one `GET /v1/leases?prefix=...` of `base` answered.
+pub async fn list_once(http: &reqwest::Client, base: &str, prefix: &str) -> u64 {
+    let url = format!("{base}/v1/leases?prefix={prefix}");
+    let reply = http.get(url).send().await.expect("list");
+    let body = succeeded(reply).await;
+    body["leases"].as_array().map_or(0, Vec::len) as u64
 }
 
 /// What SSE fan-out came to.

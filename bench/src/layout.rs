@@ -128,7 +128,13 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
         eprintln!("[{}] scale, {holders} holders ...", setup.name);
         let ttl = Duration::from_millis(params.scale_ttl_ms);
         let run_for = Duration::from_secs(params.scale_seconds);
-        scales.push(scale::run(leases, &gateway_pids, &server_pids, *holders, ttl, run_for).await);
+        let lists = scale::Lists {
+            http: http.clone(),
+            bases: setup.http_bases.clone(),
+            calls: params.list_calls,
+        };
+        let pids = (&gateway_pids[..], &server_pids[..]);
+        scales.push(scale::run(leases, pids, *holders, (ttl, run_for), lists).await);
     }
 
     // The scale phase's leases expire in seconds and leave markers for a

@@ -454,17 +454,23 @@ impl ProductionServers {
                     .await;
                 serde_json::to_string(&serde_json::json!({ "write": write, "check": check }))
             }
-            Phase::Scale => serde_json::to_string(
-                &scale::run(
-                    &leases,
-                    &pids,
-                    &self.nodes().iter().map(|(_, pid)| *pid).collect::<Vec<_>>(),
-                    holders,
-                    Duration::from_millis(params.scale_ttl_ms),
-                    Duration::from_secs(params.scale_seconds),
+            Phase::Scale => {
+                let mut bases = Vec::new();
+                for gateway in &self.gateways {
+                    bases.push(gateway.http_url().await);
+                }
+                let lists = scale::Lists {
+                    http: reqwest::Client::new(),
+                    bases,
+                    calls: params.list_calls,
+                };
+                let nodes: Vec<u32> = self.nodes().iter().map(|(_, pid)| *pid).collect();
+                let ttl = Duration::from_millis(params.scale_ttl_ms);
+                let run_for = Duration::from_secs(params.scale_seconds);
+                serde_json::to_string(
+                    &scale::run(&leases, (&pids, &nodes), holders, (ttl, run_for), lists).await,
                 )
-                .await,
-            ),
+            }
         };
         json.expect("JSON")
     }

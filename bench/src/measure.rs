@@ -154,7 +154,11 @@ impl RangeRead {
             rec.record(start.elapsed());
             assert_eq!(got, keys, "one call returns every key");
         }
-        let call = rec.latency();
+        RangeRead::of(keys, rec.latency())
+    }
+
+    /// `keys` in each call, which took `call`.
+    pub fn of(keys: u64, call: Latency) -> RangeRead {
         RangeRead {
             keys,
             call,

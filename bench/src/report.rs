@@ -386,6 +386,22 @@ impl Figures {
                 none(),
                 "target: 0 missed, 0 wrongly lost, p99 < 300 ms".to_string(),
             ]);
+            if let Some(l) = &s.lists {
+                rows.push(vec![
+                    format!("list {} leases while they renew (HTTP)", l.range.keys),
+                    format!(
+                        "{} / {:.0} leases/s",
+                        ms(l.range.call.p50_us),
+                        l.range.keys_per_second
+                    ),
+                    none(),
+                    none(),
+                    format!(
+                        "{:.0} leases/s (target >= 50,000), {} of {} calls short of the held leases",
+                        l.range.keys_per_second, l.short, l.range.call.samples
+                    ),
+                ]);
+            }
         }
         let members = etcd.map_or(0, |e| e.members);
         table(
@@ -579,6 +595,7 @@ impl Figures {
                 "gateway RSS MB (largest)",
                 "stream leader changes",
                 "stream checks unanswered",
+                "lists meanwhile: leases (fewest), p50 ms, leases/s, short",
             ],
             self.scale.iter().map(|s| {
                 vec![
@@ -594,6 +611,19 @@ impl Figures {
                     format!("{:.1}", s.gateway_rss_mb),
                     s.leader_changes.to_string(),
                     s.stream_checks_unanswered.to_string(),
+                    s.lists.as_ref().map_or_else(
+                        || "-".to_string(),
+                        |l| {
+                            format!(
+                                "{}, {}, {:.0}, {} of {}",
+                                l.range.keys,
+                                ms(l.range.call.p50_us),
+                                l.range.keys_per_second,
+                                l.short,
+                                l.range.call.samples
+                            )
+                        },
+                    ),
                 ]
             }),
         );

@@ -14,8 +14,12 @@ use serde::Serialize;
 use tokio::sync::Mutex;
 use tokio::time::{Instant, sleep_until};
 
-use crate::measure::{Latency, Recorder};
+use crate::http_ops;
+use crate::measure::{Latency, RangeRead, Recorder};
 use crate::procs::{Usage, cpu_percent, usage};
+
+/// Every holder's key starts with this.
+const PREFIX: &str = "scale-";
 
 /// What a scale run saw.
 #[derive(Debug, Clone, Serialize)]
@@ -44,19 +48,42 @@ pub struct Scale {
     /// stall, or it did not.
     pub leader_changes: u64,
     pub stream_checks_unanswered: u64,
+    /// The lists taken while the holders renewed; none when the run ended
+    /// before the first could start.
+    pub lists: Option<ListsDuring>,
+}
+
+/// Where and how often to list during a run.
+pub struct Lists {
+    pub http: reqwest::Client,
+    /// The gateways' HTTP base URLs, each list on the next.
+    pub bases: Vec<String>,
+    pub calls: u64,
+}
+
+/// What the lists taken during a run came to.
+#[derive(Debug, Clone, Serialize)]
+pub struct ListsDuring {
+    /// The fewest leases a call answered, each call's duration, and those
+    /// leases over the median call.
+    #[serde(flatten)]
+    pub range: RangeRead,
+    /// Calls that answered fewer leases than were held all through them:
+    /// a list that left a held lease out.
+    pub short: u64,
 }
 
 pub async fn run(
     leases: &LeaseClient,
-    gateway_pids: &[u32],
-    server_pids: &[u32],
+    (gateway_pids, server_pids): (&[u32], &[u32]),
     holders: u64,
-    ttl: Duration,
-    run_for: Duration,
+    (ttl, run_for): (Duration, Duration),
+    lists: Lists,
 ) -> Scale {
     let ttl_ms = ttl.as_millis() as u64;
     let recorder = Arc::new(Mutex::new(Recorder::default()));
-    let (missed, lost, errors, renewals) = (
+    let (missed, lost, errors, renewals, held) = (
+        Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
@@ -70,21 +97,25 @@ pub async fn run(
     let tasks: Vec<_> = (0..holders)
         .map(|h| {
             let leases = leases.clone();
-            let (recorder, missed, lost, errors, renewals) = (
+            let (recorder, missed, lost, errors, renewals, held) = (
                 recorder.clone(),
                 missed.clone(),
                 lost.clone(),
                 errors.clone(),
                 renewals.clone(),
+                held.clone(),
             );
             // Starts spread over one renew interval, as real replicas are.
             let offset = (ttl / 3).mul_f64(h as f64 / holders as f64);
             tokio::spawn(async move {
-                let (key, holder) = (format!("scale-{h}"), format!("holder-{h}"));
+                let (key, holder) = (format!("{PREFIX}{h}"), format!("holder-{h}"));
                 sleep_until(begin + offset).await;
                 let mut granted_at = Instant::now();
                 let mut fence = match leases.acquire(&key, &holder, ttl).await {
-                    Ok(grant) if grant.granted => grant.lease.revision,
+                    Ok(grant) if grant.granted => {
+                        held.fetch_add(1, Ordering::Relaxed);
+                        grant.lease.revision
+                    }
                     _ => {
                         errors.fetch_add(1, Ordering::Relaxed);
                         return;
@@ -113,6 +144,7 @@ pub async fn run(
                             granted_at = started;
                         }
                         Err(err) if err.is_lost() => {
+                            held.fetch_sub(1, Ordering::Relaxed);
                             lost.fetch_add(1, Ordering::Relaxed);
                             break;
                         }
@@ -128,6 +160,8 @@ pub async fn run(
             })
         })
         .collect();
+    // Every holder has asked for its lease by a third of the TTL.
+    let listing = tokio::spawn(list_while_renewing(lists, held, begin + ttl / 2, end));
     let leader = tokio::spawn(watch_leader(leases.nats().clone(), end));
     let sampler = {
         let pids = gateway_pids.to_vec();
@@ -162,6 +196,7 @@ pub async fn run(
     let load_cpu = cpu_percent(load_before, usage(std::process::id()));
     let renew = recorder.lock().await.latency();
     let (leader_changes, stream_checks_unanswered) = leader.await.unwrap_or_default();
+    let lists = listing.await.expect("list task");
     Scale {
         holders,
         ttl_ms,
@@ -177,7 +212,38 @@ pub async fn run(
         gateway_rss_mb: peak_rss as f64 / 1_048_576.0,
         leader_changes,
         stream_checks_unanswered,
+        lists,
     }
+}
+
+/// `lists.calls` lists of every holder's lease, one after another from
+/// `from`, none started at `until` or later; `held` counts the leases the
+/// holders hold.
+async fn list_while_renewing(
+    lists: Lists,
+    held: Arc<AtomicU64>,
+    from: Instant,
+    until: Instant,
+) -> Option<ListsDuring> {
+    sleep_until(from).await;
+    let (mut recorder, mut fewest, mut short) = (Recorder::default(), None::<u64>, 0);
+    for call in 0..lists.calls {
+        if Instant::now() >= until {
+            break;
+        }
+        let before = held.load(Ordering::Relaxed);
+        let started = Instant::now();
+        let base = http_ops::at(&lists.bases, call);
+        let listed = http_ops::list_once(&lists.http, base, PREFIX).await;
+        recorder.record(started.elapsed());
+        let after = held.load(Ordering::Relaxed);
+        short += u64::from(before == after && listed < after);
+        fewest = Some(fewest.map_or(listed, |f| f.min(listed)));
+    }
+    fewest.map(|keys| ListsDuring {
+        range: RangeRead::of(keys, recorder.latency()),
+        short,
+    })
 }
 
 /// Asks for the bucket's stream leader every 250 ms until `until`; returns
