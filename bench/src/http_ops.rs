@@ -118,16 +118,17 @@ pub async fn sequential_ops(http: &reqwest::Client, bases: &[String], n: u64) ->
 }
 
 /// `GET /v1/leases?prefix=...` `calls` times, each call answering every
-/// held lease under `prefix`, which must be `leases` of them.
+/// held lease under `prefix`, which must be `leases` of them; with the CPU
+/// `processes` spend per call.
 pub async fn list(
     http: &reqwest::Client,
-    bases: &[String],
+    (bases, processes): (&[String], &[(&'static str, u32)]),
     prefix: &str,
     leases: u64,
     calls: u64,
 ) -> RangeRead {
     let next = std::cell::Cell::new(0u64);
-    RangeRead::measure(leases, calls, || {
+    RangeRead::metered(processes, leases, calls, || {
         let i = next.get();
         next.set(i + 1);
         list_once(http, at(bases, i), prefix)

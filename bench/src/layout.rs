@@ -158,7 +158,7 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
     .await;
     let list = http_ops::list(
         &http,
-        &setup.http_bases,
+        (&setup.http_bases, &servers),
         HELD_PREFIX,
         params.sse_leases,
         params.list_calls,

@@ -1,5 +1,6 @@
 //! Latency percentiles and throughput.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -101,7 +102,7 @@ where
 pub struct Throughput {
     pub ops_per_second: f64,
     /// CPU microseconds per operation, by process name.
-    pub cpu_us_per_op: std::collections::BTreeMap<&'static str, f64>,
+    pub cpu_us_per_op: BTreeMap<&'static str, f64>,
 }
 
 /// Runs `run` (a [`throughput`] of `duration`) and charges the CPU time
@@ -111,21 +112,36 @@ pub async fn metered(
     duration: Duration,
     run: impl Future<Output = f64>,
 ) -> Throughput {
-    let before: Vec<_> = servers.iter().map(|(_, pid)| usage(*pid)).collect();
-    let ops_per_second = run.await;
+    let (ops_per_second, spent) = cpu_spent(servers, run).await;
     let ops = (ops_per_second * duration.as_secs_f64()).max(1.0);
-    let cpu_us_per_op = servers
-        .iter()
-        .zip(before)
-        .map(|((name, pid), before)| {
-            let spent = usage(*pid).cpu.saturating_sub(before.cpu);
-            (*name, spent.as_secs_f64() * 1e6 / ops)
-        })
-        .collect();
     Throughput {
         ops_per_second,
-        cpu_us_per_op,
+        cpu_us_per_op: per(spent, ops),
     }
+}
+
+/// What `run` came to, and the CPU time each of `processes` spent while
+/// it ran.
+pub async fn cpu_spent<T>(
+    processes: &[(&'static str, u32)],
+    run: impl Future<Output = T>,
+) -> (T, Vec<(&'static str, Duration)>) {
+    let before: Vec<_> = processes.iter().map(|(_, pid)| usage(*pid)).collect();
+    let done = run.await;
+    let spent = processes
+        .iter()
+        .zip(before)
+        .map(|((name, pid), before)| (*name, usage(*pid).cpu.saturating_sub(before.cpu)))
+        .collect();
+    (done, spent)
+}
+
+/// CPU microseconds per one of `ops`, by process name.
+fn per(spent: Vec<(&'static str, Duration)>, ops: f64) -> BTreeMap<&'static str, f64> {
+    spent
+        .into_iter()
+        .map(|(name, cpu)| (name, cpu.as_secs_f64() * 1e6 / ops))
+        .collect()
 }
 
 /// What reading every key at once came to, on either system.
@@ -137,6 +153,9 @@ pub struct RangeRead {
     pub call: Latency,
     /// `keys` over the median call.
     pub keys_per_second: f64,
+    /// CPU microseconds per call, by process name, where measured.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub cpu_us_per_call: BTreeMap<&'static str, f64>,
 }
 
 impl RangeRead {
@@ -163,6 +182,26 @@ impl RangeRead {
             keys,
             call,
             keys_per_second: keys as f64 / (call.p50_us.max(1) as f64 / 1e6),
+            cpu_us_per_call: BTreeMap::new(),
+        }
+    }
+
+    /// [`RangeRead::measure`], with the CPU time each of `processes` spent
+    /// per call.
+    pub async fn metered<F, Fut>(
+        processes: &[(&'static str, u32)],
+        keys: u64,
+        calls: u64,
+        read: F,
+    ) -> RangeRead
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = u64>,
+    {
+        let (range, spent) = cpu_spent(processes, RangeRead::measure(keys, calls, read)).await;
+        RangeRead {
+            cpu_us_per_call: per(spent, calls.max(1) as f64),
+            ..range
         }
     }
 }

@@ -458,14 +458,25 @@ impl Figures {
                 "p50 ms",
                 "p99 ms",
                 "keys/s (at p50)",
+                "CPU ms per call",
             ],
             reads.into_iter().map(|(name, r)| {
+                let cpu: Vec<String> = r
+                    .cpu_us_per_call
+                    .iter()
+                    .map(|(process, us)| format!("{process} {:.1}", us / 1e3))
+                    .collect();
                 vec![
                     name.to_string(),
                     r.keys.to_string(),
                     ms(r.call.p50_us),
                     ms(r.call.p99_us),
                     format!("{:.0}", r.keys_per_second),
+                    if cpu.is_empty() {
+                        "-".to_string()
+                    } else {
+                        cpu.join(", ")
+                    },
                 ]
             }),
         );
