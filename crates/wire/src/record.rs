@@ -122,7 +122,12 @@ pub enum Entry {
     },
 }
 
-/// Reads one message of the bucket. `header` looks a header up by name.
+/// Every header [`decode_entry`] looks up: a reader can find them all in
+/// one walk of a message's headers.
+pub const ENTRY_HEADERS: [&str; 3] = [HEADER_MARKER_REASON, HEADER_EVENT, HEADER_KV_OPERATION];
+
+/// Reads one message of the bucket. `header` looks a header up by name,
+/// one of [`ENTRY_HEADERS`].
 pub fn decode_entry<'a>(
     seq: u64,
     stored_at: OffsetDateTime,
@@ -195,6 +200,28 @@ mod tests {
     }
 
     const AT: OffsetDateTime = datetime!(2026-10-18 12:00 UTC);
+
+    #[test]
+    fn decoding_asks_only_for_the_entry_headers() {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let header = |name: &str| {
+            asked.borrow_mut().push(name.to_string());
+            match name {
+                HEADER_EVENT => Some("released"),
+                HEADER_KV_OPERATION => Some("PURGE"),
+                _ => None,
+            }
+        };
+        let body = br#"{"v":1,"holder":"h","released_at":"2026-10-18T12:00:00Z","prev":2}"#;
+        assert!(decode_entry(3, AT, header, body).is_ok());
+        let asked = asked.into_inner();
+        assert_eq!(asked.len(), 3, "{asked:?}");
+        assert!(
+            asked
+                .iter()
+                .all(|name| ENTRY_HEADERS.contains(&name.as_str()))
+        );
+    }
 
     #[test]
     fn marker_is_free() {

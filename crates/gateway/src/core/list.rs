@@ -158,15 +158,17 @@ impl Page {
     /// does not fit.
     fn push(&mut self, lease: Lease) -> bool {
         let full = self.limit.is_some_and(|limit| self.leases.len() >= limit);
-        let size = serde_json::to_vec(&lease)
-            .expect("a lease serializes")
-            .len()
-            + usize::from(!self.leases.is_empty());
-        if full || self.max_bytes.is_some_and(|max| self.bytes + size > max) {
+        // Sized only when bytes bound the page: an HTTP list of 10,000
+        // leases spent 5 % of its CPU encoding each one twice.
+        let bounded = self.max_bytes.map(|max| {
+            let size = encoded_len(&lease) + usize::from(!self.leases.is_empty());
+            (size, max)
+        });
+        if full || bounded.is_some_and(|(size, max)| self.bytes + size > max) {
             self.more = true;
             return false;
         }
-        self.bytes += size;
+        self.bytes += bounded.map_or(0, |(size, _)| size);
         self.leases.push(lease);
         true
     }
@@ -208,6 +210,23 @@ impl Page {
             corrupt: self.corrupt,
         })
     }
+}
+
+/// The bytes `lease` encodes to, counted rather than kept.
+fn encoded_len(lease: &Lease) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    serde_json::to_writer(&mut counter, lease).expect("a lease serializes");
+    counter.0
 }
 
 #[cfg(test)]
