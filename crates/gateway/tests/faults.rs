@@ -1,7 +1,9 @@
 //! A randomized fault run on a three-node cluster: concurrent holders
 //! acquire, renew at ttl/3, release, transfer to another holder (who takes
 //! the lease up between its own tenures) or abandon keys and answer forwards
-//! under the seed's owner rules; readers read owners; forwarders forward;
+//! under the seed's owner rules, most contending for a few keys, some
+//! ("steady") each cycling through a key of its own; readers read owners
+//! and list every key; forwarders forward;
 //! meanwhile the run kills -9 the stream leader and restarts it, pauses a
 //! node with SIGSTOP/SIGCONT, restarts gateways, and partitions a node
 //! (mostly the stream leader) from its peers, sometimes from its clients
@@ -17,7 +19,8 @@
 //! The short run is part of `cargo test`; the long one is
 //! `cargo test --release --test faults -- --ignored --nocapture`
 //! (`FAULT_RUN_SECS`, default 300, and `FAULT_RUN_SEED` to vary it;
-//! `FAULT_RUN_PAUSE_LEADER=0` pauses followers only).
+//! `FAULT_RUN_PAUSE_LEADER=0` pauses followers only;
+//! `FAULT_RUN_STEADY_KEYS`, default 24, the keys with a holder each).
 
 mod common;
 
@@ -82,6 +85,10 @@ struct Plan {
     length: Duration,
     keys: usize,
     holders: usize,
+    /// Keys with a holder each (`steady-<i>`, by `holder-<holders + i>`),
+    /// taken, renewed, released or handed on and taken again: with them a
+    /// list walks many keys, written all the while, as faults hit it.
+    steady: usize,
     readers: usize,
     forwarders: usize,
     gateways: usize,
@@ -553,11 +560,11 @@ impl Holder {
 /// Owner reads of one key a reader sends at once, now and then.
 const BURST: usize = 4;
 
-/// Reads owners of random keys.
+/// Reads owners of random `keys`, and lists every key of `listed`.
 async fn read(
     client: async_nats::Client,
     rec: Arc<Recorder>,
-    keys: Vec<String>,
+    (keys, listed): (Vec<String>, Vec<String>),
     mut rng: Rng,
     until: Duration,
 ) {
@@ -567,7 +574,7 @@ async fn read(
         // confirmation between the two that wait.
         let key = &keys[rng.below(keys.len())];
         match rng.below(4) {
-            0 => read_list(&client, &rec, &keys).await,
+            0 => read_list(&client, &rec, &listed).await,
             1 => {
                 let burst = (0..BURST).map(|_| read_owner(&client, &rec, key));
                 futures::future::join_all(burst).await;
@@ -955,10 +962,13 @@ async fn fault_run(plan: Plan) -> usize {
     });
     let until = plan.length;
     let keys: Vec<String> = (0..plan.keys).map(|i| format!("shard-{i}")).collect();
+    let steady: Vec<String> = (0..plan.steady).map(|i| format!("steady-{i}")).collect();
+    let listed: Vec<String> = keys.iter().chain(&steady).cloned().collect();
     let mut seeds = Rng(plan.seed);
     let mut tasks = Vec::new();
-    let mailboxes: Arc<Vec<_>> = Arc::new((0..plan.holders).map(|_| Mutex::default()).collect());
-    for i in 0..plan.holders {
+    let all_holders = plan.holders + plan.steady;
+    let mailboxes: Arc<Vec<_>> = Arc::new((0..all_holders).map(|_| Mutex::default()).collect());
+    for i in 0..all_holders {
         let holder = Holder {
             name: format!("holder-{i}"),
             client: cluster.holder_client().await,
@@ -967,18 +977,18 @@ async fn fault_run(plan: Plan) -> usize {
             mailboxes: mailboxes.clone(),
             index: i,
         };
-        tasks.push(tokio::spawn(holder.run(
-            keys.clone(),
-            Rng(seeds.next()),
-            until,
-        )));
+        let wants = match i.checked_sub(plan.holders) {
+            None => keys.clone(),
+            Some(own) => vec![steady[own].clone()],
+        };
+        tasks.push(tokio::spawn(holder.run(wants, Rng(seeds.next()), until)));
     }
     for _ in 0..plan.readers {
         let client = cluster.holder_client().await;
         tasks.push(tokio::spawn(read(
             client,
             rec.clone(),
-            keys.clone(),
+            (keys.clone(), listed.clone()),
             Rng(seeds.next()),
             until,
         )));
@@ -1190,6 +1200,7 @@ async fn setting(
     let clients = vec![
         ("keys", plan.keys),
         ("holders", plan.holders),
+        ("steady keys, a holder each", plan.steady),
         ("readers", plan.readers),
         ("forwarders", plan.forwarders),
         ("gateways", plan.gateways),
@@ -1338,11 +1349,12 @@ fn report(
     violations: &[checker::Violation],
 ) {
     println!(
-        "fault run: seed {}, {} s, {} keys, {} holders, {} readers, {} forwarders, {} gateways, 3 nodes",
+        "fault run: seed {}, {} s, {} keys, {} holders, {} steady keys, {} readers, {} forwarders, {} gateways, 3 nodes",
         plan.seed,
         plan.length.as_secs(),
         plan.keys,
         plan.holders,
+        plan.steady,
         plan.readers,
         plan.forwarders,
         plan.gateways
@@ -1531,6 +1543,7 @@ async fn a_short_fault_run_finds_no_violation() {
         length: Duration::from_secs(70),
         keys: 3,
         holders: 6,
+        steady: 6,
         readers: 2,
         forwarders: 2,
         gateways: 2,
@@ -1554,6 +1567,7 @@ async fn a_long_fault_run_finds_no_violation() {
         length: Duration::from_secs(env("FAULT_RUN_SECS", 300)),
         keys: 4,
         holders: 10,
+        steady: env("FAULT_RUN_STEADY_KEYS", 24) as usize,
         readers: 3,
         forwarders: 3,
         gateways: 3,
