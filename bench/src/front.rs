@@ -4,7 +4,8 @@
 //!
 //! Responders in a queue group, each a process of its own in a gateway's
 //! place (this binary's `front` mode), answer `write` with one
-//! compare-and-set publish with a TTL, as a renew writes, whose change event
+//! compare-and-set publish with a TTL and the contract's
+//! `Dagnats-Lease-Event` header, as a renew writes, whose change event
 //! the stream republishes to every responder, as every gateway receives
 //! every change; and `check` as the gateway confirms an owner read. On a
 //! replicated stream that is one publish to a barrier subject that expects
@@ -21,6 +22,8 @@ use std::time::{Duration, Instant};
 
 use async_nats::{Client, HeaderMap, Message};
 use bytes::Bytes;
+use dagnats_leases_client::wire::names::HEADER_EVENT;
+use dagnats_leases_client::wire::record::WriteEvent;
 use futures::StreamExt;
 
 use crate::floor::{self, FloorStream};
@@ -106,6 +109,9 @@ async fn answer(nats: &Client, on: &FloorStream, confirm: bool, call: Message) {
             headers.insert("Nats-Expected-Last-Subject-Sequence", expected);
             let (subject, body) = if call.subject.as_str() == WRITE {
                 headers.insert("Nats-TTL", "60s");
+                // The contract's header on every write: its change event
+                // carries it to every responder, as to every gateway.
+                headers.insert(HEADER_EVENT, WriteEvent::Renewed.as_str());
                 (on.subject(key), Bytes::from_static(BODY.as_bytes()))
             } else {
                 headers.insert(
