@@ -100,6 +100,10 @@ enum Mode {
         /// Holders of the scale phase, each renewing its lease at ttl/3.
         #[arg(long, default_value_t = 10_000)]
         holders: u64,
+        /// Lists of every holder's lease during the scale phase; 0 shows
+        /// what the lists cost the renewals.
+        #[arg(long, default_value_t = 5)]
+        lists: u64,
     },
 }
 
@@ -185,8 +189,12 @@ fn main() {
             phase,
             runs,
             holders,
+            lists,
         }) => runtime().block_on(async {
-            let params = Params::new(cli.smoke);
+            let params = Params {
+                list_calls: lists,
+                ..Params::new(cli.smoke)
+            };
             for run in 1..=runs {
                 eprintln!("production, probe run {run} of {runs} ...");
                 let servers = ProductionServers::start().await;

@@ -161,7 +161,8 @@ pub async fn run(
         })
         .collect();
     // Every holder has asked for its lease by a third of the TTL.
-    let listing = tokio::spawn(list_while_renewing(lists, held, begin + ttl / 2, end));
+    let schedule = (begin + ttl / 2, ttl, end);
+    let listing = tokio::spawn(list_while_renewing(lists, held, schedule));
     let leader = tokio::spawn(watch_leader(leases.nats().clone(), end));
     let sampler = {
         let pids = gateway_pids.to_vec();
@@ -216,21 +217,24 @@ pub async fn run(
     }
 }
 
-/// `lists.calls` lists of every holder's lease, one after another from
-/// `from`, none started at `until` or later; `held` counts the leases the
-/// holders hold.
+/// Up to `lists.calls` lists of every holder's lease, one at `from` and
+/// then one every `every` (as a dashboard reloaded that often), none
+/// started at `until` or later; `held` counts the leases the holders hold.
+/// Back to back, five lists of 10,000 leases in the production layout
+/// took the renewals past what the machine had left for them: renew p50
+/// went from 40-94 ms to 483-535 ms.
 async fn list_while_renewing(
     lists: Lists,
     held: Arc<AtomicU64>,
-    from: Instant,
-    until: Instant,
+    (from, every, until): (Instant, Duration, Instant),
 ) -> Option<ListsDuring> {
-    sleep_until(from).await;
     let (mut recorder, mut fewest, mut short) = (Recorder::default(), None::<u64>, 0);
     for call in 0..lists.calls {
-        if Instant::now() >= until {
+        let at = from + every * u32::try_from(call).unwrap_or(u32::MAX);
+        if at >= until {
             break;
         }
+        sleep_until(at).await;
         let before = held.load(Ordering::Relaxed);
         let started = Instant::now();
         let base = http_ops::at(&lists.bases, call);
