@@ -142,8 +142,8 @@ impl ToTheEnd {
 
 /// Where a consumer's message sits, as its reply subject says (ADR-15).
 /// Read here rather than through async-nats' `jetstream::Message`, which
-/// needs a clone of the JetStream context per message: making and dropping
-/// them cost a 10,000-lease list 6 % of the gateway's CPU (perf).
+/// needs a clone of the JetStream context per message: dropping them alone
+/// took 4 % of the gateway's CPU in a list of 10,000 leases (perf).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Delivery {
     /// The message's sequence in the stream.

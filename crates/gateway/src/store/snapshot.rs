@@ -294,8 +294,8 @@ impl StartSet {
 
 /// The entry a delivered message at `seq` holds.
 fn decode(seq: u64, stored_at: OffsetDateTime, message: &Message) -> Result<Entry, StoreError> {
-    // One walk of the header map for all three, in any casing: a walk per
-    // header cost a 10,000-lease list 8 % of the gateway's CPU (perf).
+    // One walk of the header map finds all three, in any casing, where a
+    // walk per header went three times over every message's map.
     let mut found = [None; ENTRY_HEADERS.len()];
     for (name, values) in message.headers.iter().flat_map(|headers| headers.iter()) {
         let name: &str = name.as_ref();
