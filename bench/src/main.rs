@@ -283,10 +283,7 @@ async fn production(params: &Params) -> Figures {
     );
     let servers = ProductionServers::start().await;
     let nats = servers.nats.clone();
-    let mut http_bases = Vec::new();
-    for gateway in &servers.gateways {
-        http_bases.push(gateway.http_url().await);
-    }
+    let http_bases = servers.http_bases().await;
     let floor = FloorStream::create(&nats, REPLICAS).await;
     let (_fronts, fronts) = servers.start_fronts();
     let setup = Setup {
@@ -335,6 +332,15 @@ impl ProductionServers {
             nats,
             cluster,
         }
+    }
+
+    /// Each gateway's HTTP base URL.
+    async fn http_bases(&self) -> Vec<String> {
+        let mut bases = Vec::new();
+        for gateway in &self.gateways {
+            bases.push(gateway.http_url().await);
+        }
+        bases
     }
 
     /// Each gateway's name and process id.
@@ -463,13 +469,9 @@ impl ProductionServers {
                 serde_json::to_string(&serde_json::json!({ "write": write, "check": check }))
             }
             Phase::Scale => {
-                let mut bases = Vec::new();
-                for gateway in &self.gateways {
-                    bases.push(gateway.http_url().await);
-                }
                 let lists = scale::Lists {
                     http: reqwest::Client::new(),
-                    bases,
+                    bases: self.http_bases().await,
                     calls: params.list_calls,
                 };
                 let nodes: Vec<u32> = self.nodes().iter().map(|(_, pid)| *pid).collect();
