@@ -20,6 +20,7 @@ mod http_ops;
 mod layout;
 mod measure;
 mod pinned;
+mod probe;
 mod procs;
 mod report;
 mod scale;
@@ -33,6 +34,7 @@ use dagnats_leases_testkit::{Cluster, Gateway};
 use floor::FloorStream;
 use layout::Setup;
 use measure::metered;
+use probe::{Probed, SingleServers, probe};
 use report::{Durable, Figures, SingleNode};
 
 /// The gateway this benchmark measures runs in this binary (`gateway`
@@ -88,9 +90,9 @@ enum Mode {
         #[arg(long)]
         replicas: usize,
     },
-    /// One phase of the production layout alone, run after run, each on
-    /// servers of its own: a figure that moves from run to run takes
-    /// several to judge. One JSON line per run.
+    /// One phase of the production layout (or of the single node) alone,
+    /// run after run, each on servers of its own: a figure that moves from
+    /// run to run takes several to judge. One JSON line per run.
     Probe {
         #[arg(value_enum)]
         phase: Phase,
@@ -104,12 +106,16 @@ enum Mode {
         /// what the lists cost the renewals.
         #[arg(long, default_value_t = 5)]
         lists: u64,
+        /// The single-node layout instead: one nats-server with its
+        /// default fsync, one gateway, the floors on one replica.
+        #[arg(long)]
+        single_node: bool,
     },
 }
 
 /// What `probe` measures.
 #[derive(Clone, Copy, ValueEnum)]
-enum Phase {
+pub enum Phase {
     /// Latency of each operation over NATS, one call after another.
     Sequential,
     /// Renews per second with 64 concurrent clients, and CPU per renew.
@@ -190,15 +196,25 @@ fn main() {
             runs,
             holders,
             lists,
+            single_node,
         }) => runtime().block_on(async {
             let params = Params {
                 list_calls: lists,
                 ..Params::new(cli.smoke)
             };
+            let layout = if single_node {
+                "single node"
+            } else {
+                "production"
+            };
             for run in 1..=runs {
-                eprintln!("production, probe run {run} of {runs} ...");
-                let servers = ProductionServers::start().await;
-                println!("{}", servers.probe(phase, holders, &params).await);
+                eprintln!("{layout}, probe run {run} of {runs} ...");
+                let json = if single_node {
+                    probe(&SingleServers::start().await, phase, holders, &params).await
+                } else {
+                    probe(&ProductionServers::start().await, phase, holders, &params).await
+                };
+                println!("{json}");
             }
         }),
         None => runtime().block_on(measure(cli)),
@@ -269,7 +285,7 @@ const ETCD_MEMBERS: [&str; 3] = ["etcd e1", "etcd e2", "etcd e3"];
 const REPLICAS: usize = 3;
 
 /// How long a lease call may take before the client gives up.
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The layout docs/operations.md tells users to run: three nodes with
 /// `sync_interval: always` (the testkit's cluster), the bucket at 3
@@ -310,7 +326,7 @@ async fn production(params: &Params) -> Figures {
 /// The production layout's NATS side, running: three nodes, the bucket at
 /// 3 replicas, a gateway on every node's URL per name in [`GATEWAYS`].
 /// Dropped in this order: the gateways stop before the nodes they use.
-struct ProductionServers {
+pub struct ProductionServers {
     gateways: Vec<Gateway>,
     nats: async_nats::Client,
     cluster: Cluster,
@@ -333,8 +349,17 @@ impl ProductionServers {
             cluster,
         }
     }
+}
 
-    /// Each gateway's HTTP base URL.
+impl Probed for ProductionServers {
+    fn nats(&self) -> &async_nats::Client {
+        &self.nats
+    }
+
+    fn replicas(&self) -> usize {
+        REPLICAS
+    }
+
     async fn http_bases(&self) -> Vec<String> {
         let mut bases = Vec::new();
         for gateway in &self.gateways {
@@ -343,7 +368,6 @@ impl ProductionServers {
         bases
     }
 
-    /// Each gateway's name and process id.
     fn gateways(&self) -> Vec<(&'static str, u32)> {
         GATEWAYS
             .into_iter()
@@ -351,9 +375,6 @@ impl ProductionServers {
             .collect()
     }
 
-    /// Starts the front floor's responders (`front.rs`), one per name in
-    /// [`FRONTS`]: the processes (killed when dropped), and each one's name
-    /// and process id.
     fn start_fronts(&self) -> (Vec<procs::Proc>, Vec<(&'static str, u32)>) {
         let fronts = front::responders(&self.cluster.urls(), FRONTS.len(), REPLICAS);
         let named = FRONTS
@@ -363,7 +384,6 @@ impl ProductionServers {
         (fronts, named)
     }
 
-    /// Each nats-server node's name and process id.
     fn nodes(&self) -> Vec<(&'static str, u32)> {
         let pids = self
             .cluster
@@ -373,28 +393,9 @@ impl ProductionServers {
         NODES.into_iter().zip(pids).collect()
     }
 
-    /// [`metered`], and the messages and bytes the nodes handled per
-    /// operation meanwhile (their `/varz`, in and out, clients and routes
-    /// alike): what each operation costs the cluster in traffic.
-    async fn counted(
-        &self,
-        processes: &[(&'static str, u32)],
-        duration: Duration,
-        run: impl std::future::Future<Output = f64>,
-    ) -> Counted {
-        let before = self.traffic();
-        let throughput = metered(processes, duration, run).await;
-        let after = self.traffic();
-        let ops = (throughput.ops_per_second * duration.as_secs_f64()).max(1.0);
-        Counted {
-            throughput,
-            nats_messages_per_op: after[0].saturating_sub(before[0]) as f64 / ops,
-            nats_bytes_per_op: after[1].saturating_sub(before[1]) as f64 / ops,
-        }
-    }
-
-    /// Messages and bytes in and out of every node so far, summed.
-    fn traffic(&self) -> [u64; 2] {
+    /// Messages and bytes in and out of every node (their `/varz`, clients
+    /// and routes alike).
+    fn traffic(&self) -> Option<[u64; 2]> {
         let mut total = [0; 2];
         for node in &self.cluster.nodes {
             let varz = node.varz().expect("the node's /varz");
@@ -402,97 +403,8 @@ impl ProductionServers {
             total[0] += count("in_msgs") + count("out_msgs");
             total[1] += count("in_bytes") + count("out_bytes");
         }
-        total
+        Some(total)
     }
-
-    /// What one `probe` run of `phase` measured, as JSON.
-    async fn probe(&self, phase: Phase, holders: u64, params: &Params) -> String {
-        let leases = LeaseClient::new(self.nats.clone()).with_timeout(CALL_TIMEOUT);
-        let (clients, secs) = (
-            params.concurrent_clients,
-            Duration::from_secs(params.throughput_seconds),
-        );
-        let gateways = self.gateways();
-        let pids: Vec<u32> = gateways.iter().map(|(_, pid)| *pid).collect();
-        let processes: Vec<_> = gateways.into_iter().chain(self.nodes()).collect();
-        let json = match phase {
-            Phase::Sequential => serde_json::to_string(
-                &gateway_ops::sequential_ops(&leases, params.sequential_ops).await,
-            ),
-            Phase::Renew => serde_json::to_string(
-                &self
-                    .counted(
-                        &processes,
-                        secs,
-                        gateway_ops::renew_throughput(&leases, clients, secs),
-                    )
-                    .await,
-            ),
-            Phase::Owner => {
-                // Held, as in the full run (its renew phase holds them),
-                // so each gateway knows them from its own write or event.
-                let held = Duration::from_secs(60);
-                gateway_ops::hold_many(&leases, gateway_ops::THROUGHPUT_KEYS, clients, held).await;
-                serde_json::to_string(
-                    &self
-                        .counted(
-                            &processes,
-                            secs,
-                            gateway_ops::owner_throughput(&leases, clients, secs),
-                        )
-                        .await,
-                )
-            }
-            Phase::Floor => {
-                let floor = FloorStream::create(&self.nats, REPLICAS).await;
-                serde_json::to_string(
-                    &self
-                        .counted(
-                            &self.nodes(),
-                            secs,
-                            floor::compare_and_set_throughput(&self.nats, &floor, clients, secs),
-                        )
-                        .await,
-                )
-            }
-            Phase::Front => {
-                FloorStream::create(&self.nats, REPLICAS).await;
-                let (_fronts, mut processes) = self.start_fronts();
-                processes.extend(self.nodes());
-                let load = front::Load::new(&self.nats, clients).await;
-                let write = self
-                    .counted(&processes, secs, load.writes(clients, secs))
-                    .await;
-                let check = self
-                    .counted(&processes, secs, load.checks(clients, secs))
-                    .await;
-                serde_json::to_string(&serde_json::json!({ "write": write, "check": check }))
-            }
-            Phase::Scale => {
-                let lists = scale::Lists {
-                    http: reqwest::Client::new(),
-                    bases: self.http_bases().await,
-                    calls: params.list_calls,
-                };
-                let nodes: Vec<u32> = self.nodes().iter().map(|(_, pid)| *pid).collect();
-                let ttl = Duration::from_millis(params.scale_ttl_ms);
-                let run_for = Duration::from_secs(params.scale_seconds);
-                serde_json::to_string(
-                    &scale::run(&leases, (&pids, &nodes), holders, (ttl, run_for), lists).await,
-                )
-            }
-        };
-        json.expect("JSON")
-    }
-}
-
-/// A probe's throughput with the cluster's traffic per operation.
-#[derive(serde::Serialize)]
-struct Counted {
-    #[serde(flatten)]
-    throughput: measure::Throughput,
-    nats_messages_per_op: f64,
-    nats_bytes_per_op: f64,
 }
 
 /// One nats-server with its default (lazy) fsync, one gateway, one etcd
