@@ -3,7 +3,7 @@
 //! the lease up between its own tenures) or abandon keys and answer forwards
 //! under the seed's owner rules, most contending for a few keys, some
 //! ("steady") each cycling through a key of its own; readers read owners
-//! and list every key; forwarders forward;
+//! and list every key, some at once; forwarders forward;
 //! meanwhile the run kills -9 the stream leader and restarts it, pauses a
 //! node with SIGSTOP/SIGCONT, restarts gateways, and partitions a node
 //! (mostly the stream leader) from its peers, sometimes from its clients
@@ -557,7 +557,7 @@ impl Holder {
     }
 }
 
-/// Owner reads of one key a reader sends at once, now and then.
+/// Owner reads of one key, or lists, a reader sends at once, now and then.
 const BURST: usize = 4;
 
 /// Reads owners of random `keys`, and lists every key of `listed`.
@@ -569,12 +569,16 @@ async fn read(
     until: Duration,
 ) {
     while rec.now() < until {
-        // One read in four lists every key at once; one in four is a
-        // burst on one key, so a gateway that gets three of it shares a
-        // confirmation between the two that wait.
+        // One read in four is a burst of lists of every key, one in four
+        // a burst of owner reads of one key: a gateway that gets three of
+        // a burst shares a snapshot, or a confirmation, between the two
+        // that wait.
         let key = &keys[rng.below(keys.len())];
         match rng.below(4) {
-            0 => read_list(&client, &rec, &listed).await,
+            0 => {
+                let burst = (0..BURST).map(|_| read_list(&client, &rec, &listed));
+                futures::future::join_all(burst).await;
+            }
             1 => {
                 let burst = (0..BURST).map(|_| read_owner(&client, &rec, key));
                 futures::future::join_all(burst).await;
@@ -1075,6 +1079,10 @@ async fn fault_run(plan: Plan) -> usize {
         "no owner read answered by a check it shared"
     );
     assert!(paths["list_listed"] > 0, "no list served");
+    assert!(
+        paths["shared_list"] > 0,
+        "no list answered by a snapshot it shared"
+    );
     violations.len()
 }
 
@@ -1117,6 +1125,10 @@ async fn count_paths(gateway: &Gateway, rec: &Recorder) {
         (
             "shared_check",
             r#"dagnats_store_confirmations_shared_total{what="check"}"#,
+        ),
+        (
+            "shared_list",
+            r#"dagnats_store_confirmations_shared_total{what="list"}"#,
         ),
         // Each consumer a list made, by what came of it.
         (

@@ -23,7 +23,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::leases::LeaseCore;
-use super::ports::{Availability, HopOutcome, KeyEntry, OwnerHop, Records, StoreError, Write};
+use super::ports::{Availability, HopOutcome, OwnerHop, Records, Snapshot, StoreError, Write};
 use dagnats_leases_wire::names::{HEADER_EVENT, HEADER_KV_OPERATION};
 use dagnats_leases_wire::record::{Entry, LeaseRecord, RECORD_VERSION, WriteEvent, decode_entry};
 
@@ -339,7 +339,7 @@ impl Records for FakeRecords {
         .boxed()
     }
 
-    fn entries(&self) -> BoxFuture<'_, Result<Vec<KeyEntry>, StoreError>> {
+    fn entries(&self) -> BoxFuture<'_, Result<Snapshot, StoreError>> {
         let state = self.state();
         let held = state
             .entries
@@ -349,7 +349,7 @@ impl Records for FakeRecords {
             let cause = format!("corrupt record at revision {seq}");
             (key.clone(), Err(StoreError::Corrupt { seq, cause }))
         });
-        let entries = held.chain(corrupt).collect();
+        let entries = Arc::new(held.chain(corrupt).collect());
         async move { Ok(entries) }.boxed()
     }
 

@@ -70,13 +70,16 @@ impl LeaseCore {
         prefix: &KeyPrefix,
         after: Option<&str>,
     ) -> Result<Vec<Found>, LeaseError> {
-        let mut entries = bucket
+        let snapshot = bucket
             .entries()
             .await
             .map_err(|err| self.store_error(err))?;
-        entries.retain(|(key, _)| {
-            prefix.matches(key) && after.is_none_or(|after| key.as_str() > after)
-        });
+        let mut entries: Vec<_> = snapshot
+            .iter()
+            .filter(|(key, _)| {
+                prefix.matches(key) && after.is_none_or(|after| key.as_str() > after)
+            })
+            .collect();
         entries.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
         let mut found = Vec::with_capacity(entries.len());
         for (key, entry) in entries {
@@ -87,20 +90,20 @@ impl LeaseCore {
                     record,
                     stored_at,
                 }) => {
-                    self.remember(&key, seq, &record, Some(stored_at));
-                    let kind = if renewed {
+                    self.remember(key, *seq, record, Some(*stored_at));
+                    let kind = if *renewed {
                         ChangeKind::Renewed
                     } else {
                         ChangeKind::Acquired
                     };
-                    found.push(Found::Held(kind, record.lease(&key, seq, Some(stored_at))));
+                    found.push(Found::Held(kind, record.lease(key, *seq, Some(*stored_at))));
                 }
-                Ok(Entry::Free { seq, .. }) => self.known_freed(&key, seq),
+                Ok(Entry::Free { seq, .. }) => self.known_freed(key, *seq),
                 Err(StoreError::Corrupt { cause, .. }) => {
                     tracing::warn!(key, cause, "corrupt record left out of a listing");
-                    found.push(Found::Corrupt(key));
+                    found.push(Found::Corrupt(key.clone()));
                 }
-                Err(err) => return Err(self.store_error(err)),
+                Err(err) => return Err(self.store_error(err.clone())),
             }
         }
         Ok(found)

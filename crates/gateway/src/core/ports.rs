@@ -10,6 +10,7 @@
 //! Calls return boxed futures so the core can hold `Arc<dyn ...>`: one
 //! allocation per store or hop call, next to a JetStream round trip.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -51,7 +52,9 @@ pub(crate) trait Records: Send + Sync {
     /// expired), unordered, all as of one moment inside the call: on a
     /// replicated bucket, confirmed current once for all of them. A key
     /// whose last message does not parse has [`StoreError::Corrupt`].
-    fn entries(&self) -> BoxFuture<'_, Result<Vec<KeyEntry>, StoreError>>;
+    /// Shared: concurrent calls may get the same one (never one taken
+    /// before they began).
+    fn entries(&self) -> BoxFuture<'_, Result<Snapshot, StoreError>>;
 
     /// Asks for the bucket to be checked and created again now, after a
     /// call found it missing.
@@ -64,6 +67,9 @@ pub(crate) trait Records: Send + Sync {
 
 /// One key of [`Records::entries`], and its last entry or why it has none.
 pub(crate) type KeyEntry = (String, Result<Entry, StoreError>);
+
+/// What [`Records::entries`] found: every key's entry.
+pub(crate) type Snapshot = Arc<Vec<KeyEntry>>;
 
 /// Whether the bucket can serve now.
 #[derive(Debug, Clone, PartialEq, Eq)]

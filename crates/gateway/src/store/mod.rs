@@ -28,7 +28,7 @@ use futures::future::BoxFuture;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::core::ports::{Availability, KeyEntry, Records, StoreError, Write};
+use crate::core::ports::{Availability, Records, Snapshot, StoreError, Write};
 use bucket::Bucket;
 use dagnats_leases_wire::record::Entry;
 use jsapi::JetStream;
@@ -117,7 +117,7 @@ impl Records for Store {
         async move { bucket?.write(key, expected, write).await }.boxed()
     }
 
-    fn entries(&self) -> BoxFuture<'_, Result<Vec<KeyEntry>, StoreError>> {
+    fn entries(&self) -> BoxFuture<'_, Result<Snapshot, StoreError>> {
         let bucket = self.bucket();
         async move { bucket?.entries().await }.boxed()
     }

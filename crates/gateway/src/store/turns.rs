@@ -1,4 +1,5 @@
-//! Confirmations of one key that concurrent callers share.
+//! Confirmations of one key that concurrent callers share; and, under the
+//! list barrier's subject, snapshots of every key.
 //!
 //! Barriers on one key cannot be in flight together (the server refuses
 //! the second, 10164), so within a gateway one confirmation of a key runs
@@ -7,7 +8,8 @@
 //! saw acknowledged. It can use the next turn: that one starts after the
 //! caller arrived and its barrier lands before the caller answers. So every
 //! caller that queued behind one turn shares the next one's outcome, and a
-//! key read by many at once costs a barrier per round trip, not per caller.
+//! key read by many at once costs a barrier per round trip, not per caller,
+//! and lists at once cost one snapshot at a time, not one each.
 
 use std::collections::HashMap;
 use std::future::Future;
