@@ -132,6 +132,7 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
             http: http.clone(),
             bases: setup.http_bases.clone(),
             calls: params.list_calls,
+            at_once: params.lists_at_once,
         };
         let pids = (&gateway_pids[..], &server_pids[..]);
         scales.push(scale::run(leases, pids, *holders, (ttl, run_for), lists).await);

@@ -102,10 +102,15 @@ enum Mode {
         /// Holders of the scale phase, each renewing its lease at ttl/3.
         #[arg(long, default_value_t = 10_000)]
         holders: u64,
-        /// Lists of every holder's lease during the scale phase; 0 shows
-        /// what the lists cost the renewals.
+        /// Times every holder's lease is listed during the scale phase
+        /// (once a TTL from half a TTL in); 0 shows what the lists cost
+        /// the renewals.
         #[arg(long, default_value_t = 5)]
         lists: u64,
+        /// Lists sent together each of those times, on the gateways in
+        /// turn (as that many dashboards opening at once).
+        #[arg(long, default_value_t = 1)]
+        lists_at_once: u64,
         /// The single-node layout instead: one nats-server with its
         /// default fsync, one gateway, the floors on one replica.
         #[arg(long)]
@@ -148,8 +153,10 @@ pub struct Params {
     /// Leases held (TTL 60 s) while they are listed and the SSE fan-out
     /// is measured; etcd's range read gets as many keys.
     pub sse_leases: u64,
-    /// Calls of list (and of etcd's range get), each timed.
+    /// Calls of list (and of etcd's range get), each timed; the scale
+    /// phase's lists, sent `lists_at_once` together each time.
     pub list_calls: u64,
+    pub lists_at_once: u64,
 }
 
 impl Params {
@@ -166,6 +173,7 @@ impl Params {
                 sse_changes: 10,
                 sse_leases: 100,
                 list_calls: 2,
+                lists_at_once: 1,
             }
         } else {
             Params {
@@ -179,6 +187,7 @@ impl Params {
                 sse_changes: 200,
                 sse_leases: 10_000,
                 list_calls: 5,
+                lists_at_once: 1,
             }
         }
     }
@@ -196,10 +205,12 @@ fn main() {
             runs,
             holders,
             lists,
+            lists_at_once,
             single_node,
         }) => runtime().block_on(async {
             let params = Params {
                 list_calls: lists,
+                lists_at_once,
                 ..Params::new(cli.smoke)
             };
             let layout = if single_node {

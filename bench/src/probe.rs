@@ -185,6 +185,7 @@ pub async fn probe(servers: &impl Probed, phase: Phase, holders: u64, params: &P
                 http: reqwest::Client::new(),
                 bases: servers.http_bases().await,
                 calls: params.list_calls,
+                at_once: params.lists_at_once,
             };
             let nodes: Vec<u32> = servers.nodes().iter().map(|(_, pid)| *pid).collect();
             let ttl = Duration::from_millis(params.scale_ttl_ms);

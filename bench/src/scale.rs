@@ -59,6 +59,9 @@ pub struct Lists {
     /// The gateways' HTTP base URLs, each list on the next.
     pub bases: Vec<String>,
     pub calls: u64,
+    /// Lists sent together each time, as that many dashboards opening at
+    /// once would.
+    pub at_once: u64,
 }
 
 /// What the lists taken during a run came to.
@@ -217,7 +220,8 @@ pub async fn run(
     }
 }
 
-/// Up to `lists.calls` lists of every holder's lease, one at `from` and
+/// Up to `lists.calls` lists of every holder's lease (each `lists.at_once`
+/// lists sent together, on the gateways in turn), one at `from` and
 /// then one every `every` (as a dashboard reloaded that often), none
 /// started at `until` or later; `held` counts the leases the holders hold.
 /// Back to back, five lists of 10,000 leases in the production layout
@@ -235,14 +239,23 @@ async fn list_while_renewing(
             break;
         }
         sleep_until(at).await;
-        let before = held.load(Ordering::Relaxed);
-        let started = Instant::now();
-        let base = http_ops::at(&lists.bases, call);
-        let listed = http_ops::list_once(&lists.http, base, PREFIX).await;
-        recorder.record(started.elapsed());
-        let after = held.load(Ordering::Relaxed);
-        short += u64::from(before == after && listed < after);
-        fewest = Some(fewest.map_or(listed, |f| f.min(listed)));
+        let together = (0..lists.at_once).map(|i| {
+            let base = http_ops::at(&lists.bases, call * lists.at_once + i);
+            let (http, held) = (&lists.http, &held);
+            async move {
+                let before = held.load(Ordering::Relaxed);
+                let started = Instant::now();
+                let listed = http_ops::list_once(http, base, PREFIX).await;
+                let took = started.elapsed();
+                let after = held.load(Ordering::Relaxed);
+                (listed, took, before == after && listed < after)
+            }
+        });
+        for (listed, took, left_out) in futures::future::join_all(together).await {
+            recorder.record(took);
+            short += u64::from(left_out);
+            fewest = Some(fewest.map_or(listed, |f| f.min(listed)));
+        }
     }
     fewest.map(|keys| ListsDuring {
         range: RangeRead::of(keys, recorder.latency()),
