@@ -140,7 +140,10 @@ impl Front {
                     let (client, core) = (self.client.clone(), self.core.clone());
                     let (instance, give_up) = (self.instance.clone(), self.give_up.clone());
                     self.tasks.spawn(async move {
-                        answer(&client, &core, &instance, op, msg, &give_up).await;
+                        // Boxed, so the task tokio moves when it spawns and
+                        // finishes it is a few pointers, not the 1.8 KB an
+                        // answer's state takes.
+                        Box::pin(answer(&client, &core, &instance, op, msg, &give_up)).await;
                         drop(permit);
                     });
                 }
