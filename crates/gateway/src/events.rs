@@ -172,7 +172,9 @@ pub(crate) async fn relay(
                 None => return,
             },
         };
-        let Some(change) = changes::from_message(&msg) else {
+        let written = ChangeEvent::key_of(msg.subject.as_str())
+            .and_then(|key| core.take_written(key, &msg.payload));
+        let Some(change) = changes::from_written_message(&msg, written) else {
             continue;
         };
         let change = with_last_holder(change, &mut last_holders);

@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 use crate::names::{
     CHANGED_PREFIX, HEADER_MARKER_REASON, HEADER_PREVIOUS_HOLDER, HEADER_SEQUENCE, HEADER_TIMESTAMP,
 };
-use crate::record::{Entry, decode_entry};
+use crate::record::{Entry, LeaseRecord, decode_written_entry};
 use crate::reply::Lease;
 use crate::timefmt;
 
@@ -85,9 +85,19 @@ impl ChangeEvent {
         header: impl Fn(&str) -> Option<&'a str>,
         payload: &[u8],
     ) -> Result<ChangeEvent, NotAChange> {
-        let key = subject
-            .strip_prefix(CHANGED_PREFIX)
-            .and_then(|rest| rest.strip_prefix('.'))
+        Self::decode_written(subject, header, payload, None)
+    }
+
+    /// [`ChangeEvent::decode`] for the writer of `payload`: `written` is
+    /// the lease record it serialized into these very bytes (see
+    /// [`decode_written_entry`]).
+    pub fn decode_written<'a>(
+        subject: &str,
+        header: impl Fn(&str) -> Option<&'a str>,
+        payload: &[u8],
+        written: Option<LeaseRecord>,
+    ) -> Result<ChangeEvent, NotAChange> {
+        let key = Self::key_of(subject)
             .ok_or(NotAChange::Subject)?
             .to_string();
         let revision = header(HEADER_SEQUENCE)
@@ -97,8 +107,8 @@ impl ChangeEvent {
             .and_then(|at| timefmt::parse(at).ok())
             .unwrap_or_else(OffsetDateTime::now_utc);
         let expired = header(HEADER_MARKER_REASON).is_some();
-        let entry =
-            decode_entry(revision, stored_at, &header, payload).map_err(NotAChange::Corrupt)?;
+        let entry = decode_written_entry(revision, stored_at, &header, payload, written)
+            .map_err(NotAChange::Corrupt)?;
         Ok(match entry {
             Entry::Held {
                 renewed, record, ..
@@ -127,6 +137,13 @@ impl ChangeEvent {
                 revision,
             },
         })
+    }
+
+    /// The key whose changes `subject` carries, if it is a change subject.
+    pub fn key_of(subject: &str) -> Option<&str> {
+        subject
+            .strip_prefix(CHANGED_PREFIX)
+            .and_then(|rest| rest.strip_prefix('.'))
     }
 
     /// The subject carrying the changes of `key`, or of every key.
@@ -177,6 +194,32 @@ mod tests {
         let change =
             ChangeEvent::decode("dagnats.lease.changed.k", headers(&acquire), body).unwrap();
         assert_eq!(change.previous_holder, None);
+    }
+
+    #[test]
+    fn a_writers_own_record_decodes_to_the_event_its_bytes_do() {
+        let record = LeaseRecord {
+            v: 1,
+            holder: "h".into(),
+            ttl_ms: 2_000,
+            acquired_at: time::macros::datetime!(2026-10-18 12:00 UTC),
+            written_at: time::macros::datetime!(2026-10-18 12:00:01.5 UTC),
+            prev: 7,
+            previous_holder: None,
+        };
+        let body = serde_json::to_vec(&record).unwrap();
+        let renew = [
+            (HEADER_SEQUENCE, "8"),
+            (HEADER_EVENT, "renewed"),
+            (HEADER_TIMESTAMP, "2026-10-18T12:00:01.6Z"),
+        ];
+        let subject = "dagnats.lease.changed.k";
+        let parsed = ChangeEvent::decode(subject, headers(&renew), &body).unwrap();
+        let taken =
+            ChangeEvent::decode_written(subject, headers(&renew), &body, Some(record)).unwrap();
+        assert_eq!(taken, parsed);
+        assert_eq!(ChangeEvent::key_of(subject), Some("k"));
+        assert_eq!(ChangeEvent::key_of("dagnats.lease.changedk"), None);
     }
 
     #[test]

@@ -134,6 +134,19 @@ pub fn decode_entry<'a>(
     header: impl Fn(&str) -> Option<&'a str>,
     body: &[u8],
 ) -> Result<Entry, String> {
+    decode_written_entry(seq, stored_at, header, body, None)
+}
+
+/// [`decode_entry`] for the writer of `body`: `written` is the lease record
+/// it serialized into these very bytes, taken instead of parsing them
+/// again (a gateway reads each of its own writes back as a change event).
+pub fn decode_written_entry<'a>(
+    seq: u64,
+    stored_at: OffsetDateTime,
+    header: impl Fn(&str) -> Option<&'a str>,
+    body: &[u8],
+    written: Option<LeaseRecord>,
+) -> Result<Entry, String> {
     if header(HEADER_MARKER_REASON).is_some() {
         return Ok(Entry::Free {
             seq,
@@ -152,7 +165,10 @@ pub fn decode_entry<'a>(
         Some(event @ (WriteEvent::Acquired | WriteEvent::Renewed)) => Ok(Entry::Held {
             seq,
             renewed: event == WriteEvent::Renewed,
-            record: parse_versioned::<LeaseRecord>(seq, body)?,
+            record: match written {
+                Some(record) => record,
+                None => parse_versioned::<LeaseRecord>(seq, body)?,
+            },
             stored_at,
         }),
         _ => Err(format!(

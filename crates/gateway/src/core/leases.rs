@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use super::budget::within_budget;
 use super::error::LeaseError;
 use super::known::{Known, KnownRevisions, Slot};
 use super::ports::{Availability, OwnerHop, Records, StoreError, Write};
+use super::written::WrittenRecords;
 use dagnats_leases_wire::record::{Entry, LeaseRecord, RECORD_VERSION, ReleaseRecord, WriteEvent};
 use dagnats_leases_wire::reply::{FreeKey, Grant, Lease, Owner, Released};
 use dagnats_leases_wire::request::{
@@ -28,6 +30,7 @@ pub(crate) struct LeaseCore {
     records: Arc<dyn Records>,
     inbox: Arc<dyn OwnerHop>,
     known: Arc<KnownRevisions>,
+    written: Arc<WrittenRecords>,
 }
 
 impl LeaseCore {
@@ -37,6 +40,7 @@ impl LeaseCore {
             records,
             inbox,
             known: Arc::default(),
+            written: Arc::default(),
         }
     }
 
@@ -60,6 +64,12 @@ impl LeaseCore {
             Some(lease) => self.known.remember(key, Known::of(revision, lease)),
             None => self.known.freed(key, revision),
         }
+    }
+
+    /// The record this gateway wrote to `key` as exactly `payload`, for
+    /// the change event of its own write (see `written.rs`).
+    pub(crate) fn take_written(&self, key: &str, payload: &[u8]) -> Option<LeaseRecord> {
+        self.written.take(key, payload)
     }
 
     pub(super) fn inbox(&self) -> &dyn OwnerHop {
@@ -461,7 +471,9 @@ impl LeaseCore {
         let write = Write {
             event: WriteEvent::Released,
             ttl_secs: ttl_ms / 1_000,
-            body: serde_json::to_vec(&tombstone).expect("a record serializes"),
+            body: serde_json::to_vec(&tombstone)
+                .expect("a record serializes")
+                .into(),
             previous_holder: None,
             send_by: None,
         };
@@ -485,10 +497,12 @@ impl LeaseCore {
         record: &LeaseRecord,
         send_by: Option<OffsetDateTime>,
     ) -> Result<u64, StoreError> {
+        let body = Bytes::from(serde_json::to_vec(record).expect("a record serializes"));
+        self.written.note(key, body.clone(), record.clone());
         let write = Write {
             event,
             ttl_secs: record.ttl_ms / 1_000,
-            body: serde_json::to_vec(record).expect("a record serializes"),
+            body,
             previous_holder: None,
             send_by,
         };

@@ -17,6 +17,7 @@ mod leases;
 mod list;
 pub(crate) mod ports;
 mod transfer;
+mod written;
 
 pub(crate) use budget::{for_caller_waiting, ran_out};
 pub(crate) use dagnats_leases_wire::kind::ErrorBody;

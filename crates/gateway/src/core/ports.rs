@@ -114,7 +114,7 @@ pub(crate) struct Write {
     pub(crate) event: WriteEvent,
     /// Whole seconds: every write carries a TTL, so no record outlives it.
     pub(crate) ttl_secs: u64,
-    pub(crate) body: Vec<u8>,
+    pub(crate) body: Bytes,
     /// A transfer names the holder it takes the lease from, in
     /// `Dagnats-Lease-Previous-Holder`.
     pub(crate) previous_holder: Option<String>,

@@ -87,7 +87,9 @@ impl LeaseCore {
         let write = Write {
             event: WriteEvent::Acquired,
             ttl_secs: req.ttl_ms.as_millis() / 1_000,
-            body: serde_json::to_vec(&record).expect("a record serializes"),
+            body: serde_json::to_vec(&record)
+                .expect("a record serializes")
+                .into(),
             previous_holder: Some(req.holder.as_str().to_string()),
             send_by: Some(send_by),
         };

@@ -323,7 +323,7 @@ impl Bucket {
             subject: Subject::from(subject.clone()),
             checks: subject,
             headers,
-            body: write.body.into(),
+            body: write.body,
             send_by: write.send_by,
         };
         let reply = self
