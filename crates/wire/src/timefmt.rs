@@ -57,6 +57,14 @@ fn written(at: OffsetDateTime) -> Option<[u8; LEN]> {
     Some(out)
 }
 
+/// `at` as the wire carries it: truncated to the millisecond, so a
+/// timestamp kept in memory equals the one read back from what it wrote.
+pub fn truncated(at: OffsetDateTime) -> OffsetDateTime {
+    let nanos = at.nanosecond();
+    at.replace_nanosecond(nanos - nanos % 1_000_000)
+        .expect("fewer nanoseconds are still a valid time")
+}
+
 fn ascii(bytes: &[u8]) -> &str {
     std::str::from_utf8(bytes).expect("digits and separators are ASCII")
 }
@@ -138,6 +146,13 @@ mod tests {
         assert_eq!(format(at), "1969-12-31T23:59:59.999Z");
         let at = datetime!(1970-01-01 00:00:00 UTC);
         assert_eq!(format(at), "1970-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn truncating_keeps_what_the_wire_carries() {
+        let at = datetime!(2026-10-18 12:00:15.250_999_999 UTC);
+        assert_eq!(truncated(at), datetime!(2026-10-18 12:00:15.250 UTC));
+        assert_eq!(parse(&format(at)).unwrap(), truncated(at));
     }
 
     #[test]

@@ -18,6 +18,7 @@ use dagnats_leases_wire::reply::{FreeKey, Grant, Lease, Owner, Released};
 use dagnats_leases_wire::request::{
     AcquireRequest, HolderId, OwnerRequest, ReleaseRequest, RenewRequest, Revision, Ttl,
 };
+use dagnats_leases_wire::timefmt;
 
 /// How many compare-and-set rounds a call makes before it reports
 /// contention as `unavailable`. Each lost round means another writer
@@ -607,12 +608,14 @@ fn lease_record(
     written_at: OffsetDateTime,
     prev: u64,
 ) -> LeaseRecord {
+    // Kept as the wire carries them, so the record in memory is the one
+    // its bytes parse to (`written.rs` hands it to the relay for them).
     LeaseRecord {
         v: RECORD_VERSION,
         holder: holder.as_str().to_string(),
         ttl_ms: ttl.as_millis(),
-        acquired_at,
-        written_at,
+        acquired_at: timefmt::truncated(acquired_at),
+        written_at: timefmt::truncated(written_at),
         prev,
         previous_holder: None,
     }

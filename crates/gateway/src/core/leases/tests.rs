@@ -732,3 +732,22 @@ async fn a_write_no_stream_takes_is_unavailable_names_an_election_and_asks_for_a
     assert_eq!(records.repairs(), 1, "one check of the bucket");
     assert_eq!(records.entry("k"), before, "nothing written");
 }
+
+/// The relay hands a gateway's own change events the record the gateway
+/// wrote (`core/written.rs`) instead of parsing it, so that record must be
+/// the one its bytes parse to, to the nanosecond.
+#[test]
+fn a_written_lease_record_is_the_one_its_bytes_parse_to() {
+    use dagnats_leases_wire::names::HEADER_EVENT;
+    use dagnats_leases_wire::record::decode_entry;
+    let at = time::macros::datetime!(2026-10-18 12:00:15.250_999_999 UTC);
+    let holder = dagnats_leases_wire::request::HolderId::try_from("h".to_string()).unwrap();
+    let ttl = dagnats_leases_wire::request::Ttl::try_from(3_000).unwrap();
+    let record = super::lease_record(&holder, ttl, at, at + Duration::from_nanos(1_500_001), 7);
+    let body = serde_json::to_vec(&record).unwrap();
+    let header = |name: &str| (name == HEADER_EVENT).then_some("renewed");
+    let Ok(Entry::Held { record: parsed, .. }) = decode_entry(8, at, header, &body) else {
+        panic!("a renew's record reads back")
+    };
+    assert_eq!(parsed, record);
+}
