@@ -3,7 +3,9 @@
 //! the lease up between its own tenures) or abandon keys and answer forwards
 //! under the seed's owner rules, most contending for a few keys, some
 //! ("steady") each cycling through a key of its own; readers read owners
-//! and list every key, some at once; forwarders forward;
+//! and list every key, some at once, some a moment apart, past leases
+//! taken once and never touched ("unwatched") that every list walks too;
+//! forwarders forward;
 //! meanwhile the run kills -9 the stream leader and restarts it, pauses a
 //! node with SIGSTOP/SIGCONT, restarts gateways, and partitions a node
 //! (mostly the stream leader) from its peers, sometimes from its clients
@@ -20,7 +22,9 @@
 //! `cargo test --release --test faults -- --ignored --nocapture`
 //! (`FAULT_RUN_SECS`, default 300, and `FAULT_RUN_SEED` to vary it;
 //! `FAULT_RUN_PAUSE_LEADER=0` pauses followers only;
-//! `FAULT_RUN_STEADY_KEYS`, default 24, the keys with a holder each).
+//! `FAULT_RUN_STEADY_KEYS`, default 24, the keys with a holder each;
+//! `FAULT_RUN_UNWATCHED_KEYS`, default 2000, the leases taken once, which
+//! hold for 600 s, the longest TTL).
 
 mod common;
 
@@ -33,6 +37,7 @@ use common::cluster::{self, Cluster};
 use common::fault_report::{self, Setting};
 use common::history_file::{self, FaultSpan, History};
 use common::{Gateway, timestamp};
+use dagnats_leases_client::wire::request::MAX_TTL_MS;
 use dagnats_leases_client::{ClientError, LeaseClient};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -89,6 +94,12 @@ struct Plan {
     /// taken, renewed, released or handed on and taken again: with them a
     /// list walks many keys, written all the while, as faults hit it.
     steady: usize,
+    /// Leases taken once before the run with the longest TTL and never
+    /// touched (`unwatched-<i>`, sorted after every watched key): every
+    /// list's snapshot walks them too, so it runs long enough for writes
+    /// to be acknowledged while it does. A list that shared a snapshot
+    /// begun before it arrived would miss those writes.
+    unwatched: usize,
     readers: usize,
     forwarders: usize,
     gateways: usize,
@@ -560,26 +571,53 @@ impl Holder {
 /// Owner reads of one key, or lists, a reader sends at once, now and then.
 const BURST: usize = 4;
 
-/// Reads owners of random `keys`, and lists every key of `listed`.
+/// The key reader `index` writes between two lists (`read-<index>`): each
+/// reader's, so the lists name it.
+fn reader_key(index: usize) -> String {
+    format!("read-{index}")
+}
+
+/// Reads owners of random `keys`, and lists every key of `listed`; reader
+/// `index` also writes its own key between two lists.
 async fn read(
     client: async_nats::Client,
     rec: Arc<Recorder>,
     (keys, listed): (Vec<String>, Vec<String>),
-    mut rng: Rng,
+    (index, mut rng): (usize, Rng),
     until: Duration,
 ) {
+    let mut own = OwnKey {
+        key: reader_key(index),
+        holder: format!("reader-{index}"),
+        revision: None,
+    };
     while rec.now() < until {
-        // One read in four is a burst of lists of every key, one in four
+        // One read in five is a burst of lists of every key, one in five
         // a burst of owner reads of one key: a gateway that gets three of
         // a burst shares a snapshot, or a confirmation, between the two
-        // that wait.
+        // that wait. One in five is a list, a write of the reader's own
+        // key a moment later, and once that is acknowledged a second list:
+        // when both lists reach one gateway while the first one's snapshot
+        // (begun before the write) still runs, the second must wait for
+        // the next snapshot, or it misses a write acknowledged before it
+        // was sent.
         let key = &keys[rng.below(keys.len())];
-        match rng.below(4) {
+        match rng.below(5) {
             0 => {
                 let burst = (0..BURST).map(|_| read_list(&client, &rec, &listed));
                 futures::future::join_all(burst).await;
             }
             1 => {
+                let apart = rng.millis(1, 6);
+                let written_then_listed = async {
+                    tokio::time::sleep(apart).await;
+                    if own.write(&client, &rec).await {
+                        read_list(&client, &rec, &listed).await;
+                    }
+                };
+                futures::future::join(read_list(&client, &rec, &listed), written_then_listed).await;
+            }
+            2 => {
                 let burst = (0..BURST).map(|_| read_owner(&client, &rec, key));
                 futures::future::join_all(burst).await;
             }
@@ -587,6 +625,93 @@ async fn read(
         }
         tokio::time::sleep(rng.millis(20, 120)).await;
     }
+}
+
+/// A reader's own key, and the revision it last held it at.
+struct OwnKey {
+    key: String,
+    holder: String,
+    revision: Option<u64>,
+}
+
+impl OwnKey {
+    /// Renews the key, or acquires it when not held; records the call and
+    /// says whether it was granted.
+    async fn write(&mut self, client: &async_nats::Client, rec: &Recorder) -> bool {
+        let (start, wall) = (rec.now(), time::OffsetDateTime::now_utc());
+        let ttl_ms = TTL.as_millis() as u64;
+        let (op, body) = match self.revision {
+            Some(revision) => (
+                "renew",
+                json!({"key": self.key, "holder": self.holder, "revision": revision,
+                       "ttl_ms": ttl_ms}),
+            ),
+            None => (
+                "acquire",
+                json!({"key": self.key, "holder": self.holder, "ttl_ms": ttl_ms}),
+            ),
+        };
+        let reply = rec.request(client, op, body).await;
+        let outcome = match &reply {
+            Ok(v) if v["granted"] == true => granted(v, wall),
+            Ok(v) if v["kind"] == "lost" => Outcome::Lost,
+            Ok(v) if v["granted"] == false => Outcome::Held {
+                holder: v["holder"].as_str().unwrap().into(),
+                revision: v["revision"].as_u64().unwrap(),
+            },
+            _ => Outcome::Unknown,
+        };
+        let holder = self.holder.clone();
+        let call = match self.revision {
+            Some(revision) => Call::Renew {
+                holder,
+                revision,
+                ttl: TTL,
+                outcome: outcome.clone(),
+            },
+            None => Call::Acquire {
+                holder,
+                ttl: TTL,
+                outcome: outcome.clone(),
+            },
+        };
+        rec.record(Op {
+            key: self.key.clone(),
+            start,
+            end: rec.now(),
+            call,
+        });
+        self.revision = match outcome {
+            Outcome::Granted { revision, .. } => Some(revision),
+            // Not known to be held (lost, expired, or no answer): taken
+            // again next time; an acquire of a key one holds is answered
+            // with its lease.
+            _ => None,
+        };
+        self.revision.is_some()
+    }
+}
+
+/// Takes `count` leases (`unwatched-<i>`) for the longest TTL, some at a
+/// time, for lists to walk; none is ever renewed or read.
+async fn take_unwatched(client: &async_nats::Client, count: usize) {
+    const AT_ONCE: usize = 50;
+    let take = |i: usize| async move {
+        let body = json!({
+            "key": format!("unwatched-{i}"),
+            "holder": "unwatched",
+            "ttl_ms": MAX_TTL_MS,
+        });
+        let reply = request(client, "acquire", body).await;
+        assert!(
+            matches!(&reply, Ok(v) if v["granted"] == true),
+            "unwatched-{i} not taken: {reply:?}"
+        );
+    };
+    futures::stream::iter((0..count).map(take))
+        .buffer_unordered(AT_ONCE)
+        .collect::<Vec<()>>()
+        .await;
 }
 
 /// Lists the bucket: one owner read of every key, over the call's span.
@@ -967,7 +1092,9 @@ async fn fault_run(plan: Plan) -> usize {
     let until = plan.length;
     let keys: Vec<String> = (0..plan.keys).map(|i| format!("shard-{i}")).collect();
     let steady: Vec<String> = (0..plan.steady).map(|i| format!("steady-{i}")).collect();
-    let listed: Vec<String> = keys.iter().chain(&steady).cloned().collect();
+    let readers = (0..plan.readers).map(reader_key);
+    let listed: Vec<String> = keys.iter().chain(&steady).cloned().chain(readers).collect();
+    take_unwatched(&ctl, plan.unwatched).await;
     let mut seeds = Rng(plan.seed);
     let mut tasks = Vec::new();
     let all_holders = plan.holders + plan.steady;
@@ -987,13 +1114,13 @@ async fn fault_run(plan: Plan) -> usize {
         };
         tasks.push(tokio::spawn(holder.run(wants, Rng(seeds.next()), until)));
     }
-    for _ in 0..plan.readers {
+    for index in 0..plan.readers {
         let client = cluster.holder_client().await;
         tasks.push(tokio::spawn(read(
             client,
             rec.clone(),
             (keys.clone(), listed.clone()),
-            Rng(seeds.next()),
+            (index, Rng(seeds.next())),
             until,
         )));
     }
@@ -1213,6 +1340,7 @@ async fn setting(
         ("keys", plan.keys),
         ("holders", plan.holders),
         ("steady keys, a holder each", plan.steady),
+        ("unwatched leases, taken once", plan.unwatched),
         ("readers", plan.readers),
         ("forwarders", plan.forwarders),
         ("gateways", plan.gateways),
@@ -1361,12 +1489,13 @@ fn report(
     violations: &[checker::Violation],
 ) {
     println!(
-        "fault run: seed {}, {} s, {} keys, {} holders, {} steady keys, {} readers, {} forwarders, {} gateways, 3 nodes",
+        "fault run: seed {}, {} s, {} keys, {} holders, {} steady keys, {} unwatched leases, {} readers, {} forwarders, {} gateways, 3 nodes",
         plan.seed,
         plan.length.as_secs(),
         plan.keys,
         plan.holders,
         plan.steady,
+        plan.unwatched,
         plan.readers,
         plan.forwarders,
         plan.gateways
@@ -1556,6 +1685,7 @@ async fn a_short_fault_run_finds_no_violation() {
         keys: 3,
         holders: 6,
         steady: 6,
+        unwatched: 2000,
         readers: 2,
         forwarders: 2,
         gateways: 2,
@@ -1580,6 +1710,7 @@ async fn a_long_fault_run_finds_no_violation() {
         keys: 4,
         holders: 10,
         steady: env("FAULT_RUN_STEADY_KEYS", 24) as usize,
+        unwatched: env("FAULT_RUN_UNWATCHED_KEYS", 2000) as usize,
         readers: 3,
         forwarders: 3,
         gateways: 3,
