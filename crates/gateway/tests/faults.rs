@@ -693,20 +693,18 @@ impl OwnKey {
 }
 
 /// Takes `count` leases (`unwatched-<i>`) for the longest TTL, some at a
-/// time, for lists to walk; none is ever renewed or read.
+/// time, for lists to walk; none is ever renewed or read. A call the
+/// fresh cluster cannot serve yet is sent again.
 async fn take_unwatched(client: &async_nats::Client, count: usize) {
     const AT_ONCE: usize = 50;
     let take = |i: usize| async move {
-        let body = json!({
-            "key": format!("unwatched-{i}"),
-            "holder": "unwatched",
-            "ttl_ms": MAX_TTL_MS,
-        });
-        let reply = request(client, "acquire", body).await;
-        assert!(
-            matches!(&reply, Ok(v) if v["granted"] == true),
-            "unwatched-{i} not taken: {reply:?}"
-        );
+        let key = format!("unwatched-{i}");
+        let body = json!({"key": key, "holder": "unwatched", "ttl_ms": MAX_TTL_MS});
+        common::eventually(&format!("{key} taken"), Duration::from_secs(60), || async {
+            let reply = request(client, "acquire", body.clone()).await;
+            matches!(&reply, Ok(v) if v["granted"] == true).then_some(())
+        })
+        .await;
     };
     futures::stream::iter((0..count).map(take))
         .buffer_unordered(AT_ONCE)
