@@ -58,6 +58,9 @@ const GATEWAY_ARGS: &[&str] = &[
     "2",
 ];
 
+/// How long the stream may take to be healthy again after a fault.
+const HEALTHY_WITHIN: Duration = Duration::from_secs(120);
+
 /// A client's bound on one call: above the gateway's 4.5 s call budget.
 /// Every call but forward is sent again at half and three quarters of it.
 const CALL_TIMEOUT: Duration = Duration::from_secs(6);
@@ -1038,9 +1041,8 @@ async fn inject(
             }
         }
         // Healed (restarted, resumed, linked up, serving): the fault ends.
-        if let Some(fault) = faults.last()
-            && spans.len() < faults.len()
-        {
+        let ended = faults.last().filter(|_| spans.len() < faults.len());
+        if let Some(fault) = ended {
             spans.push(FaultSpan {
                 kind: fault.name().into(),
                 target: fault.target(),
@@ -1048,7 +1050,23 @@ async fn inject(
                 end: rec.now(),
             });
         }
-        cluster.wait_healthy(&ctl, Duration::from_secs(60)).await;
+        // The stream healthy again (every replica current) before the next
+        // fault. After the run's first partition of a stream leader this
+        // took 45 to 60 s in most long runs (nats-server 2.15.1), so the
+        // bound leaves room; each fault says as it goes how long it took,
+        // so a run that stops early says where.
+        let healed = rec.now();
+        cluster.wait_healthy(&ctl, HEALTHY_WITHIN).await;
+        if let Some(fault) = ended {
+            eprintln!(
+                "fault run: {:.1} s {} {}, healed at {:.1} s, stream healthy {:.1} s later",
+                fault.at().as_secs_f64(),
+                fault.name(),
+                fault.target(),
+                healed.as_secs_f64(),
+                (rec.now() - healed).as_secs_f64()
+            );
+        }
         tokio::time::sleep(rng.millis(1000, 4000)).await;
     }
     (faults, spans)
@@ -1074,7 +1092,7 @@ async fn fault_run(plan: Plan) -> usize {
         gateways.push(plan.gateway(&cluster, index).await);
     }
     let ctl = cluster.client().await;
-    cluster.wait_healthy(&ctl, Duration::from_secs(60)).await;
+    cluster.wait_healthy(&ctl, HEALTHY_WITHIN).await;
 
     let wall_t0 = time::OffsetDateTime::now_utc();
     let rec = Arc::new(Recorder {
@@ -1150,7 +1168,7 @@ async fn fault_run(plan: Plan) -> usize {
     }
     // Healed and quiet: every key's final state must reflect every
     // acknowledged write.
-    cluster.wait_healthy(&ctl, Duration::from_secs(60)).await;
+    cluster.wait_healthy(&ctl, HEALTHY_WITHIN).await;
     for key in &keys {
         read_owner(&ctl, &rec, key).await;
     }
