@@ -281,13 +281,25 @@ fn label(op: &str, reply: &Result<Value, String>) -> String {
     format!("{op}: {what}")
 }
 
-/// A grant's outcome: the fence, and how long after the request's start
-/// (`wall`) its `expires_at` lies.
-fn granted(reply: &Value, wall: time::OffsetDateTime) -> Outcome {
-    let lasts = timestamp(&reply["expires_at"]) - wall;
-    Outcome::Granted {
-        revision: reply["revision"].as_u64().unwrap(),
-        lasts: lasts.try_into().unwrap_or(Duration::ZERO),
+/// What a reply to an acquire, renew or transfer sent at `wall` says
+/// happened: a grant (its fence, and how long after `wall` its
+/// `expires_at` lies), the key held by someone else, the lease lost, or
+/// nothing known (an error or no answer).
+fn outcome_of(reply: &Result<Value, String>, wall: time::OffsetDateTime) -> Outcome {
+    match reply {
+        Ok(v) if v["granted"] == true => {
+            let lasts = timestamp(&v["expires_at"]) - wall;
+            Outcome::Granted {
+                revision: v["revision"].as_u64().unwrap(),
+                lasts: lasts.try_into().unwrap_or(Duration::ZERO),
+            }
+        }
+        Ok(v) if v["kind"] == "lost" => Outcome::Lost,
+        Ok(v) if v["granted"] == false => Outcome::Held {
+            holder: v["holder"].as_str().unwrap().into(),
+            revision: v["revision"].as_u64().unwrap(),
+        },
+        _ => Outcome::Unknown,
     }
 }
 
@@ -395,14 +407,7 @@ impl Holder {
             let body = json!({"key": key, "holder": self.name, "ttl_ms": TTL.as_millis() as u64});
             let reply = self.rec.request(&self.client, "acquire", body).await;
             let end = self.rec.now();
-            let outcome = match &reply {
-                Ok(v) if v["granted"] == true => granted(v, wall),
-                Ok(v) if v["granted"] == false => Outcome::Held {
-                    holder: v["holder"].as_str().unwrap().into(),
-                    revision: v["revision"].as_u64().unwrap(),
-                },
-                _ => Outcome::Unknown,
-            };
+            let outcome = outcome_of(&reply, wall);
             if let Outcome::Granted { revision, lasts } = &outcome {
                 let until = start + TTL.min(*lasts);
                 self.acting.lock().unwrap().0 = Some((key.clone(), *revision, until));
@@ -465,11 +470,7 @@ impl Holder {
             let body = json!({"key": key, "holder": self.name, "revision": revision,
                               "ttl_ms": TTL.as_millis() as u64});
             let reply = self.rec.request(&self.client, "renew", body).await;
-            let outcome = match &reply {
-                Ok(v) if v["granted"] == true => granted(v, wall),
-                Ok(v) if v["kind"] == "lost" => Outcome::Lost,
-                _ => Outcome::Unknown,
-            };
+            let outcome = outcome_of(&reply, wall);
             let end = match &outcome {
                 Outcome::Granted {
                     revision: new,
@@ -519,11 +520,7 @@ impl Holder {
         let body = json!({"key": key, "holder": self.name, "revision": revision, "to": to,
                           "ttl_ms": TTL.as_millis() as u64});
         let reply = self.rec.request(&self.client, "transfer", body).await;
-        let outcome = match &reply {
-            Ok(v) if v["granted"] == true => granted(v, wall),
-            Ok(v) if v["kind"] == "lost" => Outcome::Lost,
-            _ => Outcome::Unknown,
-        };
+        let outcome = outcome_of(&reply, wall);
         let end = self.rec.now();
         if let Outcome::Granted { revision, lasts } = &outcome {
             *self.mailboxes[index].lock().unwrap() = Some(Handed {
@@ -655,15 +652,7 @@ impl OwnKey {
             ),
         };
         let reply = rec.request(client, op, body).await;
-        let outcome = match &reply {
-            Ok(v) if v["granted"] == true => granted(v, wall),
-            Ok(v) if v["kind"] == "lost" => Outcome::Lost,
-            Ok(v) if v["granted"] == false => Outcome::Held {
-                holder: v["holder"].as_str().unwrap().into(),
-                revision: v["revision"].as_u64().unwrap(),
-            },
-            _ => Outcome::Unknown,
-        };
+        let outcome = outcome_of(&reply, wall);
         let holder = self.holder.clone();
         let call = match self.revision {
             Some(revision) => Call::Renew {
