@@ -22,6 +22,7 @@ use dagnats_leases_wire::request::{
     ListRequest, OwnerRequest, Payload, ReleaseRequest, RenewRequest, Revision, TransferRequest,
     Ttl,
 };
+use dagnats_leases_wire::wait;
 
 /// Default time to wait for the gateway's reply.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -304,9 +305,9 @@ impl LeaseClient {
     }
 
     /// Sends `body`, and again at each of [`Resend`]'s times that passes
-    /// with no reply; the first reply wins. Each copy tells the gateway
-    /// how long it is still waited for (`Dagnats-Lease-Wait-Ms`). A
-    /// failure (no gateway, the connection gone) is the answer only when
+    /// with no reply; the first reply wins. A copy tells the gateway how
+    /// long it is still waited for (`Dagnats-Lease-Wait-Ms`) where that
+    /// changes the answer ([`tells_wait`]). A failure (no gateway, the connection gone) is the answer only when
     /// no other copy is in flight.
     async fn send(
         &self,
@@ -318,13 +319,15 @@ impl LeaseClient {
         let deadline = start + timeout;
         let send = || {
             let left = deadline.saturating_duration_since(Instant::now());
-            // A copy sent late asks for an answer within what is left.
-            let mut headers = async_nats::HeaderMap::new();
-            headers.insert(HEADER_WAIT_MS, left.as_millis().to_string().as_str());
-            let request = async_nats::Request::new()
-                .headers(headers)
+            let mut request = async_nats::Request::new()
                 .payload(body.clone())
                 .timeout(Some(left));
+            // A copy sent late asks for an answer within what is left.
+            if tells_wait(subject, left) {
+                let mut headers = async_nats::HeaderMap::new();
+                headers.insert(HEADER_WAIT_MS, left.as_millis().to_string().as_str());
+                request = request.headers(headers);
+            }
             self.nats.send_request(subject.to_string(), request)
         };
         let mut copies_at = Resend::of(subject)
@@ -353,6 +356,22 @@ impl LeaseClient {
             _ => ClientError::Nats(err.to_string()),
         })?;
         Ok(reply.payload)
+    }
+}
+
+/// Whether a copy of a call on `subject`, still waited for `left`, says so
+/// in `Dagnats-Lease-Wait-Ms`: a forward never (its `timeout_ms` bounds
+/// it, not the header); a key call only when `left` would cut the
+/// gateway's own budget short, so a first copy with the default 5 s
+/// timeout goes without (and the gateway parses no header); a list, which
+/// nothing else bounds, and any other subject always.
+fn tells_wait(subject: &str, left: Duration) -> bool {
+    match subject {
+        SUBJECT_FORWARD => false,
+        SUBJECT_ACQUIRE | SUBJECT_RENEW | SUBJECT_RELEASE | SUBJECT_TRANSFER | SUBJECT_OWNER => {
+            wait::shortens_a_key_call(left)
+        }
+        _ => true,
     }
 }
 
@@ -457,6 +476,26 @@ mod tests {
             assert_eq!(Resend::of(subject).copies(timeout), at, "{subject}");
         }
         assert!(Resend::of(SUBJECT_FORWARD).copies(timeout).is_empty());
+    }
+
+    #[test]
+    fn a_copy_tells_its_wait_only_where_it_changes_the_answer() {
+        let ms = Duration::from_millis;
+        for subject in [
+            SUBJECT_ACQUIRE,
+            SUBJECT_RENEW,
+            SUBJECT_RELEASE,
+            SUBJECT_TRANSFER,
+            SUBJECT_OWNER,
+        ] {
+            assert!(!tells_wait(subject, ms(5_000)), "{subject}");
+            assert!(!tells_wait(subject, ms(4_700)), "{subject}");
+            assert!(tells_wait(subject, ms(4_699)), "{subject}");
+            assert!(tells_wait(subject, ms(2_500)), "{subject}");
+        }
+        assert!(tells_wait(SUBJECT_LIST, ms(60_000)));
+        assert!(tells_wait("api.leases.brand_new", ms(60_000)));
+        assert!(!tells_wait(SUBJECT_FORWARD, ms(500)));
     }
 
     #[test]

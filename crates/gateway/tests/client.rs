@@ -96,6 +96,55 @@ async fn no_gateway_is_reported_as_such() {
 }
 
 #[tokio::test]
+async fn a_copy_tells_its_wait_only_where_it_changes_the_answer() {
+    // A gateway that never answers: every copy of every call reaches it,
+    // and it notes what each one said it still waits (`None`: nothing).
+    use dagnats_leases_client::wire::names::HEADER_WAIT_MS;
+    use futures::StreamExt;
+    let server = NatsServer::start().await;
+    let client = common::client(&server.url).await;
+    let mut heard = client.subscribe("api.leases.*").await.unwrap();
+    common::settle(&client).await;
+    let leases = LeaseClient::new(client.clone());
+    let lister = leases.clone().with_timeout(Duration::from_secs(2));
+    let (renew, list, forward) = tokio::join!(
+        leases.renew("k", "a", 7, Duration::from_secs(30)),
+        lister.list("", None, None),
+        leases.forward("k", Bytes::from_static(b"x"), Duration::from_millis(500)),
+    );
+    for answer in [renew.map(drop), list.map(drop), forward.map(drop)] {
+        assert!(matches!(answer, Err(ClientError::Timeout(_))), "{answer:?}");
+    }
+    let mut waits: std::collections::BTreeMap<String, Vec<Option<u64>>> = Default::default();
+    while let Ok(Some(msg)) = tokio::time::timeout(Duration::from_millis(200), heard.next()).await {
+        let wait = msg.headers.as_ref().and_then(|h| h.get(HEADER_WAIT_MS));
+        let wait = wait.map(|v| v.as_str().parse::<u64>().unwrap());
+        waits.entry(msg.subject.to_string()).or_default().push(wait);
+    }
+    // The renew's first copy waits the default 5 s, past the gateway's own
+    // 4.5 s budget and its margin: nothing to say. Its copies at 2.5 s
+    // and 3.75 s say what is left.
+    let renews = &waits["api.leases.renew"];
+    assert_eq!(renews.len(), 3, "{waits:?}");
+    assert_eq!(renews[0], None, "{waits:?}");
+    assert!(
+        matches!(renews[1], Some(ms) if ms > 1_250 && ms <= 2_500),
+        "{waits:?}"
+    );
+    assert!(matches!(renews[2], Some(ms) if ms <= 1_250), "{waits:?}");
+    // Nothing but the wait bounds a list: every copy says it.
+    let lists = &waits["api.leases.list"];
+    assert_eq!(lists.len(), 3, "{waits:?}");
+    assert!(
+        matches!(lists[0], Some(ms) if ms > 1_000 && ms <= 2_000),
+        "{waits:?}"
+    );
+    assert!(lists.iter().all(Option::is_some), "{waits:?}");
+    // A forward's own timeout bounds it, and it is sent once.
+    assert_eq!(waits["api.leases.forward"], vec![None], "{waits:?}");
+}
+
+#[tokio::test]
 async fn keeper_holds_the_lease_past_its_ttl_by_renewing() {
     let s = Setup::start().await;
     let leases = LeaseClient::new(s.client.clone());

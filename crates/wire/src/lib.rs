@@ -14,6 +14,7 @@
 //! - [`change`]: decoding the change events republished for every write.
 //! - [`service`]: the NATS services framework's discovery replies (ADR-32).
 //! - [`timefmt`]: RFC 3339 timestamps in UTC.
+//! - [`wait`]: the call budget, and what a caller's wait changes in it.
 //!
 //! serde only; with the feature `openapi`, the types also carry utoipa
 //! schemas for the gateway's OpenAPI document.
@@ -28,6 +29,7 @@ pub mod request;
 mod schema;
 pub mod service;
 pub mod timefmt;
+pub mod wait;
 
 pub use change::{ChangeEvent, ChangeKind};
 pub use kind::{ErrorBody, Kind};

@@ -53,9 +53,10 @@ pub const HEADER_FENCE: &str = "Dagnats-Lease-Fence";
 /// reply. The gateway answers a key call or a list within it (less room
 /// for the way back), `unavailable` if it could not finish, so a copy sent
 /// late in the caller's timeout still gets an answer it can act on.
-/// Optional; without it a call has the gateway's 4.5 s budget. A forward
-/// is not cut by it (its `timeout_ms` bounds it); a value that is not a
-/// whole number of milliseconds is `invalid` on every subject.
+/// Optional; without it a key call has the gateway's 4.5 s budget and a
+/// list none ([`crate::wait`]). A forward is not cut by it (its
+/// `timeout_ms` bounds it); a value that is not a whole number of
+/// milliseconds is `invalid` on every subject.
 pub const HEADER_WAIT_MS: &str = "Dagnats-Lease-Wait-Ms";
 
 /// "To reject, reply with an empty body and the header

@@ -18,22 +18,7 @@ use std::time::Duration;
 
 use super::error::LeaseError;
 
-/// Below the 5 s request timeout of the client library and of
-/// `nats request`, with room for the reply's way back.
-pub(crate) const CALL_BUDGET: Duration = Duration::from_millis(4_500);
-
-/// Room left for the reply's way back to a caller that said how long it
-/// waits: a route hop or two, and scheduling on a busy machine; a tenth of
-/// the wait when that is less, so a short wait is not spent on the margin.
-const REPLY_MARGIN: Duration = Duration::from_millis(200);
-
-/// The budget of a call whose caller waits `wait` for its answer (the
-/// client library sends it with every copy of a call): [`CALL_BUDGET`],
-/// or less, so that a copy sent late still hears `unavailable` in time.
-pub(crate) fn for_caller_waiting(wait: Duration) -> Duration {
-    let margin = REPLY_MARGIN.min(wait / 10);
-    (wait - margin).min(CALL_BUDGET)
-}
+pub(crate) use dagnats_leases_wire::wait::{CALL_BUDGET, budget_for};
 
 /// The answer of a call cut when `budget` ran out.
 pub(crate) fn ran_out(budget: Duration) -> LeaseError {
@@ -52,20 +37,4 @@ pub(super) async fn within_budget<T>(
     tokio::time::timeout(CALL_BUDGET, call)
         .await
         .unwrap_or_else(|_| Err(ran_out(CALL_BUDGET)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_callers_wait_leaves_room_for_the_reply_and_never_raises_the_budget() {
-        let ms = Duration::from_millis;
-        assert_eq!(for_caller_waiting(ms(2_000)), ms(1_800));
-        assert_eq!(for_caller_waiting(ms(1_500)), ms(1_350));
-        assert_eq!(for_caller_waiting(ms(300)), ms(270));
-        assert_eq!(for_caller_waiting(ms(0)), ms(0));
-        assert_eq!(for_caller_waiting(ms(4_700)), ms(4_500));
-        assert_eq!(for_caller_waiting(ms(60_000)), CALL_BUDGET);
-    }
 }

@@ -19,7 +19,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::core::{ErrorBody, LeaseCore, LeaseError, ListBounds, for_caller_waiting, ran_out};
+use crate::core::{ErrorBody, LeaseCore, LeaseError, ListBounds, budget_for, ran_out};
 use crate::metrics::{self, Op};
 use dagnats_leases_wire::names::{
     HEADER_SERVICE_ERROR, HEADER_SERVICE_ERROR_CODE, HEADER_WAIT_MS, QUEUE_GROUP, SUBJECT_ACQUIRE,
@@ -258,7 +258,7 @@ async fn handle(
     let run = async {
         match wait {
             Some(wait) if op != Op::Forward => {
-                let budget = for_caller_waiting(wait);
+                let budget = budget_for(wait);
                 tokio::time::timeout(budget, run)
                     .await
                     .unwrap_or_else(|_| encode(Err::<(), _>(ran_out(budget))))
