@@ -366,14 +366,24 @@ impl LeaseClient {
 /// timeout goes without (and the gateway parses no header); a list, which
 /// nothing else bounds, and any other subject always.
 fn tells_wait(subject: &str, left: Duration) -> bool {
-    match subject {
-        SUBJECT_FORWARD => false,
-        SUBJECT_ACQUIRE | SUBJECT_RENEW | SUBJECT_RELEASE | SUBJECT_TRANSFER | SUBJECT_OWNER => {
-            wait::shortens_a_key_call(left)
-        }
-        _ => true,
+    if subject == SUBJECT_FORWARD {
+        false
+    } else if KEY_CALLS.contains(&subject) {
+        wait::shortens_a_key_call(left)
+    } else {
+        true
     }
 }
+
+/// The subjects of the calls on one key, which the gateway bounds with its
+/// own budget ([`wait::CALL_BUDGET`]).
+const KEY_CALLS: [&str; 5] = [
+    SUBJECT_ACQUIRE,
+    SUBJECT_RENEW,
+    SUBJECT_RELEASE,
+    SUBJECT_TRANSFER,
+    SUBJECT_OWNER,
+];
 
 /// Whether a call is sent again when its reply is late.
 ///
@@ -403,10 +413,10 @@ enum Resend {
 
 impl Resend {
     fn of(subject: &str) -> Self {
-        match subject {
-            SUBJECT_ACQUIRE | SUBJECT_RENEW | SUBJECT_RELEASE | SUBJECT_TRANSFER
-            | SUBJECT_OWNER | SUBJECT_LIST => Resend::AtHalfAndThreeQuarters,
-            _ => Resend::Never,
+        if KEY_CALLS.contains(&subject) || subject == SUBJECT_LIST {
+            Resend::AtHalfAndThreeQuarters
+        } else {
+            Resend::Never
         }
     }
 
@@ -465,14 +475,7 @@ mod tests {
     fn every_call_but_forward_is_copied_at_half_and_three_quarters_of_its_timeout() {
         let timeout = Duration::from_secs(4);
         let at = [Duration::from_secs(2), Duration::from_secs(3)];
-        for subject in [
-            SUBJECT_ACQUIRE,
-            SUBJECT_RENEW,
-            SUBJECT_RELEASE,
-            SUBJECT_TRANSFER,
-            SUBJECT_OWNER,
-            SUBJECT_LIST,
-        ] {
+        for subject in KEY_CALLS.into_iter().chain([SUBJECT_LIST]) {
             assert_eq!(Resend::of(subject).copies(timeout), at, "{subject}");
         }
         assert!(Resend::of(SUBJECT_FORWARD).copies(timeout).is_empty());
@@ -481,13 +484,7 @@ mod tests {
     #[test]
     fn a_copy_tells_its_wait_only_where_it_changes_the_answer() {
         let ms = Duration::from_millis;
-        for subject in [
-            SUBJECT_ACQUIRE,
-            SUBJECT_RENEW,
-            SUBJECT_RELEASE,
-            SUBJECT_TRANSFER,
-            SUBJECT_OWNER,
-        ] {
+        for subject in KEY_CALLS {
             assert!(!tells_wait(subject, ms(5_000)), "{subject}");
             assert!(!tells_wait(subject, ms(4_700)), "{subject}");
             assert!(tells_wait(subject, ms(4_699)), "{subject}");
