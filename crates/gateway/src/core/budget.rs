@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use super::error::LeaseError;
 
-pub(crate) use dagnats_leases_wire::wait::{CALL_BUDGET, budget_for};
+pub(crate) use dagnats_leases_wire::wait::CALL_BUDGET;
 
 /// The answer of a call cut when `budget` ran out.
 pub(crate) fn ran_out(budget: Duration) -> LeaseError {

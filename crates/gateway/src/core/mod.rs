@@ -19,7 +19,7 @@ pub(crate) mod ports;
 mod transfer;
 mod written;
 
-pub(crate) use budget::{budget_for, ran_out};
+pub(crate) use budget::ran_out;
 pub(crate) use dagnats_leases_wire::kind::ErrorBody;
 pub(crate) use error::{ForwardError, LeaseError};
 pub(crate) use leases::LeaseCore;

@@ -19,13 +19,14 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::core::{ErrorBody, LeaseCore, LeaseError, ListBounds, budget_for, ran_out};
+use crate::core::{ErrorBody, LeaseCore, LeaseError, ListBounds, ran_out};
 use crate::metrics::{self, Op};
 use dagnats_leases_wire::names::{
     HEADER_SERVICE_ERROR, HEADER_SERVICE_ERROR_CODE, HEADER_WAIT_MS, QUEUE_GROUP, SUBJECT_ACQUIRE,
     SUBJECT_FORWARD, SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW, SUBJECT_TRANSFER,
 };
 use dagnats_leases_wire::request::{Invalid, ListLimit, decode};
+use dagnats_leases_wire::wait::{budget_for, shortens_a_key_call};
 use service::Instance;
 
 /// Requests handled at once; past this the front stops reading until one
@@ -225,8 +226,8 @@ fn caller_wait(msg: &Message) -> Result<Option<Duration>, LeaseError> {
 
 /// Runs one request: its reply body, and the error it answered if it
 /// failed; answers `unavailable` when a caller's `wait` (less room for
-/// the way back) runs out first, except for a forward, which its own
-/// `timeout_ms` bounds; stops it with `internal` when `give_up` fires
+/// the way back) or the core's budget runs out first, except for a
+/// forward, which its own `timeout_ms` bounds; stops it with `internal` when `give_up` fires
 /// first. A list reply holds 1000 leases unless asked otherwise, and
 /// never more than the server's `max_payload` bytes, as it is now.
 async fn handle(
@@ -257,7 +258,9 @@ async fn handle(
     };
     let run = async {
         match wait {
-            Some(wait) if op != Op::Forward => {
+            // A key call is bounded by the core's own budget; a wait that
+            // does not shorten it would only arm a second timer.
+            Some(wait) if op == Op::List || (op != Op::Forward && shortens_a_key_call(wait)) => {
                 let budget = budget_for(wait);
                 tokio::time::timeout(budget, run)
                     .await
