@@ -307,8 +307,8 @@ impl LeaseClient {
     /// Sends `body`, and again at each of [`Resend`]'s times that passes
     /// with no reply; the first reply wins. A copy tells the gateway how
     /// long it is still waited for (`Dagnats-Lease-Wait-Ms`) where that
-    /// changes the answer ([`tells_wait`]). A failure (no gateway, the connection gone) is the answer only when
-    /// no other copy is in flight.
+    /// changes the answer ([`tells_wait`]). A failure (no gateway, the
+    /// connection gone) is the answer only when no other copy is in flight.
     async fn send(
         &self,
         subject: &str,

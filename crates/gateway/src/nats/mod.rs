@@ -227,9 +227,10 @@ fn caller_wait(msg: &Message) -> Result<Option<Duration>, LeaseError> {
 /// Runs one request: its reply body, and the error it answered if it
 /// failed; answers `unavailable` when a caller's `wait` (less room for
 /// the way back) or the core's budget runs out first, except for a
-/// forward, which its own `timeout_ms` bounds; stops it with `internal` when `give_up` fires
-/// first. A list reply holds 1000 leases unless asked otherwise, and
-/// never more than the server's `max_payload` bytes, as it is now.
+/// forward, which its own `timeout_ms` bounds; stops it with `internal`
+/// when `give_up` fires first. A list reply holds 1000 leases unless
+/// asked otherwise, and never more than the server's `max_payload`
+/// bytes, as it is now.
 async fn handle(
     client: &Client,
     core: &LeaseCore,
