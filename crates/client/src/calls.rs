@@ -22,7 +22,7 @@ use dagnats_leases_wire::request::{
     ListRequest, OwnerRequest, Payload, ReleaseRequest, RenewRequest, Revision, TransferRequest,
     Ttl,
 };
-use dagnats_leases_wire::wait;
+use dagnats_leases_wire::wait::{self, KEY_CALL_SUBJECTS};
 
 /// Default time to wait for the gateway's reply.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -307,7 +307,7 @@ impl LeaseClient {
     /// Sends `body`, and again at each of [`Resend`]'s times that passes
     /// with no reply; the first reply wins. A copy tells the gateway how
     /// long it is still waited for (`Dagnats-Lease-Wait-Ms`) where that
-    /// changes the answer ([`tells_wait`]). A failure (no gateway, the
+    /// bounds the call ([`wait::bounds`]). A failure (no gateway, the
     /// connection gone) is the answer only when no other copy is in flight.
     async fn send(
         &self,
@@ -322,8 +322,9 @@ impl LeaseClient {
             let mut request = async_nats::Request::new()
                 .payload(body.clone())
                 .timeout(Some(left));
-            // A copy sent late asks for an answer within what is left.
-            if tells_wait(subject, left) {
+            // A copy sent late asks for an answer within what is left,
+            // where that bounds the call.
+            if wait::bounds(subject, left) {
                 let mut headers = async_nats::HeaderMap::new();
                 headers.insert(HEADER_WAIT_MS, left.as_millis().to_string().as_str());
                 request = request.headers(headers);
@@ -359,32 +360,6 @@ impl LeaseClient {
     }
 }
 
-/// Whether a copy of a call on `subject`, still waited for `left`, says so
-/// in `Dagnats-Lease-Wait-Ms`: a forward never (its `timeout_ms` bounds
-/// it, not the header); a key call only when `left` would cut the
-/// gateway's own budget short, so a first copy with the default 5 s
-/// timeout goes without (and the gateway parses no header); a list, which
-/// nothing else bounds, and any other subject always.
-fn tells_wait(subject: &str, left: Duration) -> bool {
-    if subject == SUBJECT_FORWARD {
-        false
-    } else if KEY_CALLS.contains(&subject) {
-        wait::shortens_a_key_call(left)
-    } else {
-        true
-    }
-}
-
-/// The subjects of the calls on one key, which the gateway bounds with its
-/// own budget ([`wait::CALL_BUDGET`]).
-const KEY_CALLS: [&str; 5] = [
-    SUBJECT_ACQUIRE,
-    SUBJECT_RENEW,
-    SUBJECT_RELEASE,
-    SUBJECT_TRANSFER,
-    SUBJECT_OWNER,
-];
-
 /// Whether a call is sent again when its reply is late.
 ///
 /// The queue group hands each request to one gateway, picked anew for
@@ -413,7 +388,7 @@ enum Resend {
 
 impl Resend {
     fn of(subject: &str) -> Self {
-        if KEY_CALLS.contains(&subject) || subject == SUBJECT_LIST {
+        if KEY_CALL_SUBJECTS.contains(&subject) || subject == SUBJECT_LIST {
             Resend::AtHalfAndThreeQuarters
         } else {
             Resend::Never
@@ -475,24 +450,10 @@ mod tests {
     fn every_call_but_forward_is_copied_at_half_and_three_quarters_of_its_timeout() {
         let timeout = Duration::from_secs(4);
         let at = [Duration::from_secs(2), Duration::from_secs(3)];
-        for subject in KEY_CALLS.into_iter().chain([SUBJECT_LIST]) {
+        for subject in KEY_CALL_SUBJECTS.into_iter().chain([SUBJECT_LIST]) {
             assert_eq!(Resend::of(subject).copies(timeout), at, "{subject}");
         }
         assert!(Resend::of(SUBJECT_FORWARD).copies(timeout).is_empty());
-    }
-
-    #[test]
-    fn a_copy_tells_its_wait_only_where_it_changes_the_answer() {
-        let ms = Duration::from_millis;
-        for subject in KEY_CALLS {
-            assert!(!tells_wait(subject, ms(5_000)), "{subject}");
-            assert!(!tells_wait(subject, ms(4_700)), "{subject}");
-            assert!(tells_wait(subject, ms(4_699)), "{subject}");
-            assert!(tells_wait(subject, ms(2_500)), "{subject}");
-        }
-        assert!(tells_wait(SUBJECT_LIST, ms(60_000)));
-        assert!(tells_wait("api.leases.brand_new", ms(60_000)));
-        assert!(!tells_wait(SUBJECT_FORWARD, ms(500)));
     }
 
     #[test]

@@ -6,6 +6,11 @@
 
 use std::time::Duration;
 
+use crate::names::{
+    SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW,
+    SUBJECT_TRANSFER,
+};
+
 /// How long a gateway lets a key call (acquire, renew, release, owner,
 /// transfer) take in all before it answers `unavailable`, whether or not
 /// its caller says how long it waits: below the 5 s request timeout of the
@@ -27,13 +32,32 @@ pub fn budget_for(wait: Duration) -> Duration {
     (wait - margin).min(CALL_BUDGET)
 }
 
-/// Whether a key call whose caller still waits `wait` needs to say so:
-/// not once [`CALL_BUDGET`] ends first, which the gateway keeps anyway.
-/// Sent needlessly, the header costs a gateway about 5,000 instructions a
-/// renew for its header map alone (callgrind), over 5 % of all it spends
-/// on one.
-pub fn shortens_a_key_call(wait: Duration) -> bool {
-    budget_for(wait) < CALL_BUDGET
+/// The subjects of the calls on one key, which a gateway bounds with
+/// [`CALL_BUDGET`] whether or not their caller says how long it waits.
+pub const KEY_CALL_SUBJECTS: [&str; 5] = [
+    SUBJECT_ACQUIRE,
+    SUBJECT_RENEW,
+    SUBJECT_RELEASE,
+    SUBJECT_TRANSFER,
+    SUBJECT_OWNER,
+];
+
+/// Whether a caller still waiting `wait` for a call on `subject` bounds it
+/// by saying so: never a forward (its own `timeout_ms` bounds it); a key
+/// call only when `wait` cuts [`CALL_BUDGET`] short, which the gateway
+/// keeps anyway; a list, which nothing else bounds, and any other subject
+/// always. The client leaves the header out where it does not bound the
+/// call, the gateway arms no timer for it there: sent needlessly, the
+/// header costs a gateway about 5,000 instructions a renew for its header
+/// map alone (callgrind), over 5 % of all it spends on one.
+pub fn bounds(subject: &str, wait: Duration) -> bool {
+    if subject == SUBJECT_FORWARD {
+        false
+    } else if KEY_CALL_SUBJECTS.contains(&subject) {
+        budget_for(wait) < CALL_BUDGET
+    } else {
+        true
+    }
 }
 
 #[cfg(test)]
@@ -55,11 +79,22 @@ mod tests {
     }
 
     #[test]
-    fn a_wait_that_outlasts_the_budget_and_its_margin_shortens_no_key_call() {
-        assert!(shortens_a_key_call(ms(4_699)));
-        assert!(!shortens_a_key_call(ms(4_700)));
-        assert!(!shortens_a_key_call(ms(5_000)));
-        assert!(shortens_a_key_call(ms(2_500)));
-        assert!(shortens_a_key_call(ms(0)));
+    fn a_wait_bounds_a_key_call_only_short_of_the_budget_and_its_margin() {
+        for subject in KEY_CALL_SUBJECTS {
+            assert!(!bounds(subject, ms(60_000)), "{subject}");
+            assert!(!bounds(subject, ms(5_000)), "{subject}");
+            assert!(!bounds(subject, ms(4_700)), "{subject}");
+            assert!(bounds(subject, ms(4_699)), "{subject}");
+            assert!(bounds(subject, ms(2_500)), "{subject}");
+            assert!(bounds(subject, ms(0)), "{subject}");
+        }
+    }
+
+    #[test]
+    fn a_wait_always_bounds_a_list_and_never_a_forward() {
+        use crate::names::SUBJECT_LIST;
+        assert!(bounds(SUBJECT_LIST, ms(60_000)));
+        assert!(bounds("api.leases.brand_new", ms(60_000)));
+        assert!(!bounds(SUBJECT_FORWARD, ms(500)));
     }
 }

@@ -26,7 +26,7 @@ use dagnats_leases_wire::names::{
     SUBJECT_FORWARD, SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW, SUBJECT_TRANSFER,
 };
 use dagnats_leases_wire::request::{Invalid, ListLimit, decode};
-use dagnats_leases_wire::wait::{budget_for, shortens_a_key_call};
+use dagnats_leases_wire::wait::{bounds, budget_for};
 use service::Instance;
 
 /// Requests handled at once; past this the front stops reading until one
@@ -168,7 +168,12 @@ async fn answer(
     };
     let started = Instant::now();
     let (body, failure) = match caller_wait(&msg) {
-        Ok(wait) => handle(client, core, op, &msg.payload, wait, give_up).await,
+        Ok(wait) => {
+            // A wait that does not bound the call would only arm a second
+            // timer over the core's own budget, or none that matters.
+            let wait = wait.filter(|wait| bounds(msg.subject.as_str(), *wait));
+            handle(client, core, op, &msg.payload, wait, give_up).await
+        }
         Err(invalid) => encode(Err::<(), _>(invalid)),
     };
     let elapsed = started.elapsed();
@@ -225,12 +230,11 @@ fn caller_wait(msg: &Message) -> Result<Option<Duration>, LeaseError> {
 }
 
 /// Runs one request: its reply body, and the error it answered if it
-/// failed; answers `unavailable` when a caller's `wait` (less room for
-/// the way back) or the core's budget runs out first, except for a
-/// forward, which its own `timeout_ms` bounds; stops it with `internal`
-/// when `give_up` fires first. A list reply holds 1000 leases unless
-/// asked otherwise, and never more than the server's `max_payload`
-/// bytes, as it is now.
+/// failed; answers `unavailable` when a caller's `wait` that bounds the
+/// call (less room for the way back) or the core's budget runs out first;
+/// stops it with `internal` when `give_up` fires first. A list reply
+/// holds 1000 leases unless asked otherwise, and never more than the
+/// server's `max_payload` bytes, as it is now.
 async fn handle(
     client: &Client,
     core: &LeaseCore,
@@ -241,7 +245,7 @@ async fn handle(
 ) -> (Vec<u8>, Option<ErrorBody>) {
     // Only a list asks: the server info is cloned whole (1.7 k
     // instructions a call).
-    let bounds = || ListBounds {
+    let list_bounds = || ListBounds {
         default_limit: Some(ListLimit::DEFAULT.get()),
         max_bytes: Some(client.server_info().max_payload),
     };
@@ -252,22 +256,20 @@ async fn handle(
             Op::Release => call(body, |req| core.release(req)).await,
             Op::Owner => call(body, |req| core.owner(req)).await,
             Op::Forward => call(body, |req| core.forward(req)).await,
-            Op::List => call(body, |req| core.list(req, bounds())).await,
+            Op::List => call(body, |req| core.list(req, list_bounds())).await,
             Op::Transfer => call(body, |req| core.transfer(req)).await,
             other => unreachable!("{other:?} has no NATS subject"),
         }
     };
     let run = async {
         match wait {
-            // A key call is bounded by the core's own budget; a wait that
-            // does not shorten it would only arm a second timer.
-            Some(wait) if op == Op::List || (op != Op::Forward && shortens_a_key_call(wait)) => {
+            Some(wait) => {
                 let budget = budget_for(wait);
                 tokio::time::timeout(budget, run)
                     .await
                     .unwrap_or_else(|_| encode(Err::<(), _>(ran_out(budget))))
             }
-            _ => run.await,
+            None => run.await,
         }
     };
     tokio::select! {
