@@ -1031,12 +1031,13 @@ async fn inject(
         }
         // Healed (restarted, resumed, linked up, serving): the fault ends.
         let ended = faults.last().filter(|_| spans.len() < faults.len());
+        let healed = rec.now();
         if let Some(fault) = ended {
             spans.push(FaultSpan {
                 kind: fault.name().into(),
                 target: fault.target(),
                 start: fault.at(),
-                end: rec.now(),
+                end: healed,
             });
         }
         // The stream healthy again (every replica current) before the next
@@ -1045,7 +1046,6 @@ async fn inject(
         // bound leaves room. Each fault is told as it heals, so a run
         // stopped by the bound says which one, and then how long the
         // stream took.
-        let healed = rec.now();
         if let Some(fault) = ended {
             eprintln!(
                 "fault run: {:.1} s {} {}, healed at {:.1} s",
