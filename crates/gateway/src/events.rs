@@ -3,7 +3,9 @@
 //! to the event-stream clients whose filter wants it, each through its own
 //! bounded queue (see `registry`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::{HashMap, HashMapExt};
 use std::sync::{Arc, Mutex};
 
 use async_nats::{Client, Subscriber};

@@ -1,7 +1,9 @@
 //! Prometheus metrics: one recorder per process, and the few helpers every
 //! part records through, so both fronts count requests the same way.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use foldhash::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 

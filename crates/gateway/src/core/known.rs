@@ -11,7 +11,7 @@
 //! an owner read answers from what is known once a check that only the
 //! current stream leader can pass proves the key still at that revision.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Mutex;
 
 use time::OffsetDateTime;

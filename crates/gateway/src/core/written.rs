@@ -10,7 +10,7 @@
 //! `lease_record`), so taking it is exact. Parsing them again was 5 % of a
 //! renew's instructions (callgrind).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Mutex;
 
 use bytes::Bytes;

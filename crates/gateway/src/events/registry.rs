@@ -3,7 +3,7 @@
 //! only to the clients that want it. A client watching one quiet key is
 //! then never woken, nor dropped, by a burst of changes to other keys.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::mpsc;

@@ -21,7 +21,9 @@
 //! stream sequences in the order sent, the commit message's being the
 //! acknowledged one, so each learns its own revision from that ack.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashSet;
 use std::sync::{Arc, Mutex};
 
 use async_nats::{HeaderMap, HeaderName, Subject};

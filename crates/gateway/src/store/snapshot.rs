@@ -31,7 +31,7 @@
 //! consumer replace a confirmed read per key (10,000 leases: 3.35 s then,
 //! 0.1 to 0.4 s now).
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::time::Duration;
 
 use async_nats::Message;
