@@ -4,11 +4,10 @@
 //! bounded queue (see `registry`).
 
 use std::collections::VecDeque;
-
-use foldhash::{HashMap, HashMapExt};
 use std::sync::{Arc, Mutex};
 
 use async_nats::{Client, Subscriber};
+use foldhash::{HashMap, HashMapExt};
 use futures::{Stream, StreamExt};
 use serde::Serialize;
 use time::OffsetDateTime;

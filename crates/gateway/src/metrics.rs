@@ -2,11 +2,10 @@
 //! part records through, so both fronts count requests the same way.
 
 use std::collections::BTreeSet;
-
-use foldhash::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use foldhash::HashMap;
 use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 

@@ -11,9 +11,9 @@
 //! an owner read answers from what is known once a check that only the
 //! current stream leader can pass proves the key still at that revision.
 
-use foldhash::HashMap;
 use std::sync::Mutex;
 
+use foldhash::HashMap;
 use time::OffsetDateTime;
 
 /// Bound on remembered keys; past it the map starts over (it is a cache).

@@ -10,11 +10,11 @@
 //! `lease_record`), so taking it is exact. Parsing them again was 5 % of a
 //! renew's instructions (callgrind).
 
-use foldhash::HashMap;
 use std::sync::Mutex;
 
 use bytes::Bytes;
 use dagnats_leases_wire::record::LeaseRecord;
+use foldhash::HashMap;
 
 /// Bound on keys with a write whose event has not come back (a refused
 /// write never has one); past it the map starts over.

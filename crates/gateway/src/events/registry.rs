@@ -3,9 +3,9 @@
 //! only to the clients that want it. A client watching one quiet key is
 //! then never woken, nor dropped, by a burst of changes to other keys.
 
-use foldhash::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use foldhash::HashMap;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 

@@ -22,8 +22,6 @@
 //! acknowledged one, so each learns its own revision from that ack.
 
 use std::collections::VecDeque;
-
-use foldhash::HashSet;
 use std::sync::{Arc, Mutex};
 
 use async_nats::{HeaderMap, HeaderName, Subject};
@@ -31,6 +29,7 @@ use bytes::Bytes;
 use dagnats_leases_wire::names::{
     HEADER_BATCH_COMMIT, HEADER_BATCH_ID, HEADER_BATCH_SEQUENCE, STREAM,
 };
+use foldhash::HashSet;
 use serde::Deserialize;
 use time::OffsetDateTime;
 use tokio::sync::oneshot;

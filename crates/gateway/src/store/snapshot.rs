@@ -31,7 +31,6 @@
 //! consumer replace a confirmed read per key (10,000 leases: 3.35 s then,
 //! 0.1 to 0.4 s now).
 
-use foldhash::{HashMap, HashMapExt};
 use std::time::Duration;
 
 use async_nats::Message;
@@ -39,6 +38,7 @@ use async_nats::jetstream::ErrorCode;
 use async_nats::jetstream::consumer::DeliverPolicy;
 use async_nats::jetstream::consumer::{AckPolicy, pull};
 use async_nats::jetstream::stream::{ConsumerError, ConsumerErrorKind};
+use foldhash::{HashMap, HashMapExt};
 use time::OffsetDateTime;
 use tokio::time::Instant;
 

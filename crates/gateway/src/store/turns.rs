@@ -11,10 +11,11 @@
 //! key read by many at once costs a barrier per round trip, not per caller,
 //! and lists at once cost one snapshot at a time, not one each.
 
-use foldhash::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+use foldhash::HashMap;
 
 /// Turns of every key being confirmed now.
 pub(super) struct Turns<O> {
