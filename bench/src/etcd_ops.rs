@@ -4,14 +4,18 @@
 //! a linearizable get (etcd-client's default); list is one range get.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
 use futures::StreamExt;
 
-use crate::measure::{Latency, RangeRead, sequential, throughput};
+use crate::measure::{Latency, Op, RangeRead, op, sequential};
 
-const TTL_SECS: i64 = 60;
+/// Longer than etcd runs in a benchmark: no lease expires while it is
+/// measured (the compare-and-set's are never kept alive, and the rounds
+/// come back to them minutes later), so no revocation competes with a
+/// measurement.
+const TTL_SECS: i64 = 600;
 
 async fn acquire(client: &mut Client, key: &str) -> i64 {
     let lease = client
@@ -67,8 +71,9 @@ pub async fn renew_latency(client: &Client, n: u64) -> Latency {
     .await
 }
 
-/// Renews per second with `clients` concurrent holders, one lease each.
-pub async fn renew_throughput(client: &Client, clients: u64, duration: Duration) -> f64 {
+/// Keep-alives by `clients` concurrent holders, one lease each, granted
+/// here.
+pub async fn keep_alives(client: &Client, clients: u64) -> Op {
     let mut streams = Vec::new();
     for c in 0..clients {
         let mut conn = client.clone();
@@ -77,7 +82,7 @@ pub async fn renew_throughput(client: &Client, clients: u64, duration: Duration)
         streams.push(tokio::sync::Mutex::new(pair));
     }
     let streams = Arc::new(streams);
-    throughput(clients, duration, move |c, _| {
+    op(move |c| {
         let streams = streams.clone();
         async move {
             let mut guard = streams[c as usize].lock().await;
@@ -86,28 +91,27 @@ pub async fn renew_throughput(client: &Client, clients: u64, duration: Duration)
             stream.message().await.expect("keep-alive reply");
         }
     })
-    .await
 }
 
-/// Compare-and-set puts per second with `clients` concurrent writers, one
-/// key each: a put of the key to its lease if its last write is still the
-/// one this writer made. This is the replicated, fsynced write a
-/// dagnats-leases renew is; etcd's keep-alive is neither.
-pub async fn compare_and_set_throughput(client: &Client, clients: u64, duration: Duration) -> f64 {
+/// Compare-and-set puts by `clients` concurrent writers, one key each: a
+/// put of the key to its lease if its last write is still the one this
+/// writer made. This is the replicated, fsynced write a dagnats-leases
+/// renew is; etcd's keep-alive is neither.
+pub async fn compare_and_sets(client: &Client, clients: u64) -> Op {
     let mut slots = Vec::new();
     for c in 0..clients {
         let mut conn = client.clone();
         let key = format!("cas-{c}");
         let lease = acquire(&mut conn, &key).await;
         let revision = conn.get(key.as_str(), None).await.expect("get").kvs()[0].mod_revision();
-        slots.push((key, lease, std::sync::atomic::AtomicI64::new(revision)));
+        slots.push((key, lease, AtomicI64::new(revision)));
     }
     let (client, slots) = (client.clone(), Arc::new(slots));
-    throughput(clients, duration, move |c, _| {
+    op(move |c| {
         let (mut client, slots) = (client.clone(), slots.clone());
         async move {
             let (key, lease, revision) = &slots[c as usize];
-            let last = revision.load(std::sync::atomic::Ordering::Relaxed);
+            let last = revision.load(Ordering::Relaxed);
             let txn = Txn::new()
                 .when([Compare::mod_revision(key.as_str(), CompareOp::Equal, last)])
                 .and_then([TxnOp::put(
@@ -118,10 +122,9 @@ pub async fn compare_and_set_throughput(client: &Client, clients: u64, duration:
             let done = client.txn(txn).await.expect("txn");
             assert!(done.succeeded(), "{key} was not changed by anyone else");
             let header = done.header().expect("a response header");
-            revision.store(header.revision(), std::sync::atomic::Ordering::Relaxed);
+            revision.store(header.revision(), Ordering::Relaxed);
         }
     })
-    .await
 }
 
 /// Sequential linearizable gets of one key (the renew latency's key, so run
@@ -137,18 +140,17 @@ pub async fn get_latency(client: &Client, n: u64) -> Latency {
     .await
 }
 
-/// Linearizable gets per second with `clients` concurrent readers, each of
-/// its [`renew_throughput`] holder's key (so run that first).
-pub async fn get_throughput(client: &Client, clients: u64, duration: Duration) -> f64 {
+/// Linearizable gets by concurrent readers, each of its [`keep_alives`]
+/// holder's key.
+pub fn gets(client: &Client) -> Op {
     let client = client.clone();
-    throughput(clients, duration, move |c, _| {
+    op(move |c| {
         let mut client = client.clone();
         async move {
             let reply = client.get(format!("tp-{c}"), None).await.expect("get");
             assert_eq!(reply.kvs().len(), 1, "tp-{c} is held");
         }
     })
-    .await
 }
 
 /// Puts `keys` keys under a prefix of their own, each to a lease as a held

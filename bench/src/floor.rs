@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::measure::{Latency, sequential, throughput};
+use crate::measure::{Latency, Op, op, sequential};
 
 /// Answers every request on `subject` with its own payload, returning once
 /// the subscription is registered. The floor's hop and the gateway's forward
@@ -185,21 +185,16 @@ fn throughput_key(c: u64) -> String {
     format!("bench-floor-tp-{c}")
 }
 
-/// Raw compare-and-set publishes per second with `clients` concurrent
-/// writers, one key each: the JetStream work a renew cannot avoid.
-pub async fn compare_and_set_throughput(
-    nats: &Client,
-    on: &FloorStream,
-    clients: u64,
-    duration: Duration,
-) -> f64 {
+/// Raw compare-and-set publishes by `clients` concurrent writers, one key
+/// each, written once here: the JetStream work a renew cannot avoid.
+pub async fn compare_and_sets(nats: &Client, on: &FloorStream, clients: u64) -> Op {
     let mut last = Vec::new();
     for c in 0..clients {
         let seq = cas(nats, &on.subject(&throughput_key(c)), 0).await;
         last.push(AtomicU64::new(seq));
     }
     let (nats, last, on) = (nats.clone(), Arc::new(last), on.clone());
-    throughput(clients, duration, move |c, _| {
+    op(move |c| {
         let (nats, last, subject) = (nats.clone(), last.clone(), on.subject(&throughput_key(c)));
         async move {
             let slot = &last[c as usize];
@@ -207,7 +202,6 @@ pub async fn compare_and_set_throughput(
             slot.store(seq, Ordering::Relaxed);
         }
     })
-    .await
 }
 
 async fn read(nats: &Client, on: &FloorStream, body: Vec<u8>) {
@@ -228,21 +222,15 @@ pub async fn leader_read(nats: &Client, on: &FloorStream, n: u64) -> Latency {
     sequential(n, |_| read(nats, on, body.clone())).await
 }
 
-/// Leader reads per second with `clients` concurrent readers, each of the
-/// key its [`compare_and_set_throughput`] writer wrote (so run that first).
-pub async fn leader_read_throughput(
-    nats: &Client,
-    on: &FloorStream,
-    clients: u64,
-    duration: Duration,
-) -> f64 {
+/// Leader reads by concurrent readers, each of the key its
+/// [`compare_and_sets`] writer wrote.
+pub fn leader_reads(nats: &Client, on: &FloorStream) -> Op {
     let (nats, on) = (nats.clone(), on.clone());
-    throughput(clients, duration, move |c, _| {
+    op(move |c| {
         let (nats, on) = (nats.clone(), on.clone());
         async move {
             let body = last_by_subject(&on, &throughput_key(c));
             read(&nats, &on, body).await;
         }
     })
-    .await
 }

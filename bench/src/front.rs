@@ -27,7 +27,7 @@ use dagnats_leases_client::wire::record::WriteEvent;
 use futures::StreamExt;
 
 use crate::floor::{self, FloorStream};
-use crate::measure::throughput;
+use crate::measure::{Op, op};
 use crate::procs::{self, Proc};
 
 /// Where the responders answer: `bench.front.write` and `bench.front.check`.
@@ -171,20 +171,20 @@ impl Load {
         }
     }
 
-    /// Writes per second, each client writing its key after its last write.
-    pub async fn writes(&self, clients: u64, duration: Duration) -> f64 {
-        self.run(WRITE, clients, duration).await
+    /// Writes, each client writing its key after its last write.
+    pub fn writes(&self) -> Op {
+        self.op(WRITE)
     }
 
-    /// Confirmed reads per second: each client's barrier expects its key
-    /// still at its last write.
-    pub async fn checks(&self, clients: u64, duration: Duration) -> f64 {
-        self.run(CHECK, clients, duration).await
+    /// Confirmed reads: each client's barrier expects its key still at its
+    /// last write.
+    pub fn checks(&self) -> Op {
+        self.op(CHECK)
     }
 
-    async fn run(&self, what: &'static str, clients: u64, duration: Duration) -> f64 {
+    fn op(&self, what: &'static str) -> Op {
         let (nats, last) = (self.nats.clone(), self.last.clone());
-        throughput(clients, duration, move |c, _| {
+        op(move |c| {
             let (nats, last) = (nats.clone(), last.clone());
             async move {
                 let slot = &last[c as usize];
@@ -196,7 +196,6 @@ impl Load {
                 }
             }
         })
-        .await
     }
 }
 

@@ -1,12 +1,13 @@
 //! The gateway's operations over NATS, with the typed client.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use dagnats_leases_client::LeaseClient;
 
-use crate::measure::{Latency, sequential, throughput};
+use crate::measure::{Latency, Op, op, sequential};
 
 const TTL: Duration = Duration::from_secs(60);
 
@@ -103,37 +104,35 @@ pub async fn sequential_ops(leases: &LeaseClient, n: u64) -> Sequential {
 /// client.
 pub const THROUGHPUT_KEYS: &str = "tp-";
 
-/// Renews per second with `clients` concurrent holders, one key each.
-pub async fn renew_throughput(leases: &LeaseClient, clients: u64, duration: Duration) -> f64 {
+/// Renews by `clients` concurrent holders, one key each, acquired here.
+pub async fn renews(leases: &LeaseClient, clients: u64) -> Op {
     let mut fences = Vec::new();
     for c in 0..clients {
         let grant = leases
             .acquire(&format!("{THROUGHPUT_KEYS}{c}"), "bench", TTL)
             .await
             .expect("acquire");
-        fences.push(std::sync::atomic::AtomicU64::new(grant.lease.revision));
+        fences.push(AtomicU64::new(grant.lease.revision));
     }
-    let fences = Arc::new(fences);
-    let leases = leases.clone();
-    throughput(clients, duration, move |c, _| {
+    let (leases, fences) = (leases.clone(), Arc::new(fences));
+    op(move |c| {
         let (leases, fences) = (leases.clone(), fences.clone());
         async move {
             let slot = &fences[c as usize];
-            let fence = slot.load(std::sync::atomic::Ordering::Relaxed);
+            let fence = slot.load(Ordering::Relaxed);
             let grant = leases
                 .renew(&format!("{THROUGHPUT_KEYS}{c}"), "bench", fence, TTL)
                 .await
                 .expect("renew");
-            slot.store(grant.lease.revision, std::sync::atomic::Ordering::Relaxed);
+            slot.store(grant.lease.revision, Ordering::Relaxed);
         }
     })
-    .await
 }
 
-/// Owner reads per second with `clients` concurrent readers.
-pub async fn owner_throughput(leases: &LeaseClient, clients: u64, duration: Duration) -> f64 {
+/// Owner reads by concurrent readers, each of its [`renews`] holder's key.
+pub fn owner_reads(leases: &LeaseClient) -> Op {
     let leases = leases.clone();
-    throughput(clients, duration, move |c, _| {
+    op(move |c| {
         let leases = leases.clone();
         async move {
             leases
@@ -142,7 +141,6 @@ pub async fn owner_throughput(leases: &LeaseClient, clients: u64, duration: Dura
                 .expect("owner");
         }
     })
-    .await
 }
 
 /// Acquires `n` leases of `ttl` under `prefix` for distinct holders, 64 at

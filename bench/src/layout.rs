@@ -9,7 +9,7 @@ use dagnats_leases_client::LeaseClient;
 
 use crate::floor::{self, FloorStream};
 use crate::front;
-use crate::measure::metered;
+use crate::measure::{Latency, Op, Throughput, metered, throughput};
 use crate::report::{Etcd, Figures, Floor, FrontFloor, Throughputs};
 use crate::{Params, etcd_ops, gateway_ops, http_ops, procs, scale};
 
@@ -54,13 +54,10 @@ impl Setup {
 const HELD_PREFIX: &str = "held-";
 
 /// Measures everything, in order: the floor, sequential latency over NATS
-/// and HTTP, throughput, etcd, scale, list and SSE fan-out.
+/// and HTTP, etcd's, throughput (every system's, in rounds), etcd's range
+/// read, scale, list and SSE fan-out.
 pub async fn measure(setup: &Setup, params: &Params) -> Figures {
     let (nats, leases, n) = (&setup.nats, &setup.leases, params.sequential_ops);
-    let (clients, secs) = (
-        params.concurrent_clients,
-        Duration::from_secs(params.throughput_seconds),
-    );
     eprintln!("[{}] floor ...", setup.name);
     let echo = floor::echo_responder(nats).await;
     let floor = Floor {
@@ -74,41 +71,13 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
     eprintln!("[{}] gateway over HTTP, sequential ...", setup.name);
     let http = reqwest::Client::new();
     let http_ops = http_ops::sequential_ops(&http, &setup.http_bases, n).await;
-    eprintln!("[{}] concurrent ...", setup.name);
+    let etcd = EtcdRun::start(setup, params).await;
     let servers = setup.and_nodes(&setup.gateways);
-    let throughput = Throughputs {
-        floor_compare_and_set: metered(
-            &setup.nats_servers,
-            secs,
-            floor::compare_and_set_throughput(nats, &setup.floor, clients, secs),
-        )
-        .await,
-        floor_leader_read: metered(
-            &setup.nats_servers,
-            secs,
-            floor::leader_read_throughput(nats, &setup.floor, clients, secs),
-        )
-        .await,
-        renew: metered(
-            &servers,
-            secs,
-            gateway_ops::renew_throughput(leases, clients, secs),
-        )
-        .await,
-        owner: metered(
-            &servers,
-            secs,
-            gateway_ops::owner_throughput(leases, clients, secs),
-        )
-        .await,
-        front: front_floor(setup, clients, secs).await,
+    let (throughput, etcd_throughput) = throughputs(setup, params, etcd.as_ref()).await;
+    let etcd = match (etcd, etcd_throughput) {
+        (Some(run), Some(throughput)) => Some(run.finish(throughput, params).await),
+        _ => None,
     };
-    eprintln!(
-        "[{}] etcd, {} member(s) ...",
-        setup.name,
-        setup.etcd_members.len()
-    );
-    let etcd = etcd(setup.etcd_members, params).await;
     let mut processes: Vec<&'static str> = setup
         .gateways
         .iter()
@@ -187,68 +156,154 @@ pub async fn measure(setup: &Setup, params: &Params) -> Figures {
     }
 }
 
-/// Writes, then checks, per second through the front floor's responders
-/// (`front.rs`), with their CPU and the nodes'; `None` without responders.
-async fn front_floor(setup: &Setup, clients: u64, secs: Duration) -> Option<FrontFloor> {
-    if setup.fronts.is_empty() {
-        return None;
-    }
-    eprintln!("[{}] front floor ...", setup.name);
-    let processes = setup.and_nodes(&setup.fronts);
-    let load = front::Load::new(&setup.nats, clients).await;
-    Some(FrontFloor {
-        write: metered(&processes, secs, load.writes(clients, secs)).await,
-        check: metered(&processes, secs, load.checks(clients, secs)).await,
-        check_by: front::check_by(setup.replicas),
-    })
+/// A throughput phase: its operation, and the processes its CPU time is
+/// charged to.
+struct Phase {
+    op: Op,
+    processes: Vec<(&'static str, u32)>,
 }
 
-/// Starts etcd with `members`, measures the same operations on it, and
-/// stops it again; `None` when etcd is not installed.
-async fn etcd(members: &'static [&'static str], params: &Params) -> Option<Etcd> {
-    let Some(cluster) = procs::etcd(members.len()).await else {
-        eprintln!("etcd not installed (apt-get install etcd-server): skipping the comparison");
-        return None;
+/// Every throughput figure of the layout, its own, its floors' and etcd's
+/// (keep-alive, get and compare-and-set, when etcd runs), each set up once
+/// and then measured in [`in_rounds`].
+async fn throughputs(
+    setup: &Setup,
+    params: &Params,
+    etcd: Option<&EtcdRun>,
+) -> (Throughputs, Option<EtcdThroughputs>) {
+    let (nats, leases, clients) = (&setup.nats, &setup.leases, params.concurrent_clients);
+    let nodes = || setup.nats_servers.clone();
+    let gateways = setup.and_nodes(&setup.gateways);
+    let fronts = setup.and_nodes(&setup.fronts);
+    let phase = |op, processes| Phase { op, processes };
+    let mut phases = vec![
+        phase(
+            floor::compare_and_sets(nats, &setup.floor, clients).await,
+            nodes(),
+        ),
+        phase(floor::leader_reads(nats, &setup.floor), nodes()),
+        phase(gateway_ops::renews(leases, clients).await, gateways.clone()),
+        phase(gateway_ops::owner_reads(leases), gateways),
+    ];
+    if !setup.fronts.is_empty() {
+        let load = front::Load::new(nats, clients).await;
+        phases.push(phase(load.writes(), fronts.clone()));
+        phases.push(phase(load.checks(), fronts));
+    }
+    if let Some(etcd) = etcd {
+        let members = etcd.members.clone();
+        phases.push(phase(
+            etcd_ops::keep_alives(&etcd.client, clients).await,
+            members.clone(),
+        ));
+        phases.push(phase(etcd_ops::gets(&etcd.client), members.clone()));
+        phases.push(phase(
+            etcd_ops::compare_and_sets(&etcd.client, clients).await,
+            members,
+        ));
+    }
+    eprintln!(
+        "[{}] concurrent, {} phases in {} round(s) ...",
+        setup.name,
+        phases.len(),
+        params.throughput_rounds
+    );
+    let mut figures = in_rounds(&phases, params).await.into_iter();
+    let mut next = || figures.next().expect("a figure for every phase");
+    let throughput = Throughputs {
+        floor_compare_and_set: next(),
+        floor_leader_read: next(),
+        renew: next(),
+        owner: next(),
+        front: (!setup.fronts.is_empty()).then(|| FrontFloor {
+            write: next(),
+            check: next(),
+            check_by: front::check_by(setup.replicas),
+        }),
     };
-    let client = etcd_ops::connect(&cluster.urls).await;
-    let procs: Vec<_> = members.iter().copied().zip(cluster.pids()).collect();
-    let (n, clients, secs) = (
-        params.sequential_ops,
+    let etcd = etcd.map(|_| EtcdThroughputs {
+        keep_alive: next(),
+        get: next(),
+        compare_and_set: next(),
+    });
+    (throughput, etcd)
+}
+
+/// Runs every phase once a round, in the same order, `throughput_rounds`
+/// times: the machine drifts over minutes, and a drift during the run then
+/// falls on every system alike instead of on whichever phase ran in the
+/// slow stretch. Each phase's figure is its median round.
+async fn in_rounds(phases: &[Phase], params: &Params) -> Vec<Throughput> {
+    let (clients, secs) = (
         params.concurrent_clients,
         Duration::from_secs(params.throughput_seconds),
     );
-    let acquire = etcd_ops::acquire_latency(&client, n).await;
-    let renew = etcd_ops::renew_latency(&client, n).await;
-    let get = etcd_ops::get_latency(&client, n).await;
-    let keep_alive = metered(
-        &procs,
-        secs,
-        etcd_ops::renew_throughput(&client, clients, secs),
-    )
-    .await;
-    let get_throughput = metered(
-        &procs,
-        secs,
-        etcd_ops::get_throughput(&client, clients, secs),
-    )
-    .await;
-    let compare_and_set = metered(
-        &procs,
-        secs,
-        etcd_ops::compare_and_set_throughput(&client, clients, secs),
-    )
-    .await;
-    let range = etcd_ops::range_read(&client, params.sse_leases, params.list_calls).await;
-    Some(Etcd {
-        members: members.len(),
-        acquire,
-        renew,
-        get,
-        keep_alive,
-        compare_and_set,
-        get_throughput,
-        range,
-    })
+    let mut runs: Vec<Vec<Throughput>> = phases.iter().map(|_| Vec::new()).collect();
+    for _ in 0..params.throughput_rounds {
+        for (phase, runs) in phases.iter().zip(&mut runs) {
+            let run = throughput(phase.op.clone(), clients, secs);
+            runs.push(metered(&phase.processes, secs, run).await);
+        }
+    }
+    runs.into_iter().map(Throughput::median).collect()
+}
+
+/// etcd's throughput figures, measured in the rounds beside the layout's.
+struct EtcdThroughputs {
+    keep_alive: Throughput,
+    get: Throughput,
+    compare_and_set: Throughput,
+}
+
+/// etcd, running for the comparison while the rounds run, with the
+/// latencies measured as it started.
+struct EtcdRun {
+    cluster: procs::Etcd,
+    client: etcd_client::Client,
+    /// Each member's name and process id.
+    members: Vec<(&'static str, u32)>,
+    acquire: Latency,
+    renew: Latency,
+    get: Latency,
+}
+
+impl EtcdRun {
+    /// Starts etcd with the layout's members and measures its sequential
+    /// latencies; `None` when etcd is not installed.
+    async fn start(setup: &Setup, params: &Params) -> Option<EtcdRun> {
+        let members = setup.etcd_members;
+        let Some(cluster) = procs::etcd(members.len()).await else {
+            eprintln!("etcd not installed (apt-get install etcd-server): skipping the comparison");
+            return None;
+        };
+        eprintln!("[{}] etcd, {} member(s) ...", setup.name, members.len());
+        let client = etcd_ops::connect(&cluster.urls).await;
+        let n = params.sequential_ops;
+        Some(EtcdRun {
+            members: members.iter().copied().zip(cluster.pids()).collect(),
+            acquire: etcd_ops::acquire_latency(&client, n).await,
+            renew: etcd_ops::renew_latency(&client, n).await,
+            get: etcd_ops::get_latency(&client, n).await,
+            cluster,
+            client,
+        })
+    }
+
+    /// Measures the range read, stops etcd, and returns every figure.
+    async fn finish(self, throughputs: EtcdThroughputs, params: &Params) -> Etcd {
+        let range = etcd_ops::range_read(&self.client, params.sse_leases, params.list_calls).await;
+        drop(self.cluster);
+        Etcd {
+            members: self.members.len(),
+            acquire: self.acquire,
+            renew: self.renew,
+            get: self.get,
+            keep_alive: throughputs.keep_alive,
+            compare_and_set: throughputs.compare_and_set,
+            get_throughput: throughputs.get,
+            range,
+        }
+    }
 }
 
 /// How many messages the bucket's stream holds now.

@@ -33,7 +33,7 @@ use dagnats_leases_client::LeaseClient;
 use dagnats_leases_testkit::{Cluster, Gateway};
 use floor::FloorStream;
 use layout::Setup;
-use measure::metered;
+use measure::{metered, throughput};
 use probe::{Probed, SingleServers, probe};
 use report::{Durable, Figures, SingleNode};
 
@@ -145,6 +145,9 @@ pub struct Params {
     pub sequential_ops: u64,
     pub concurrent_clients: u64,
     pub throughput_seconds: u64,
+    /// Rounds of the throughput phases (every system's, one after another),
+    /// each phase's figure its median round.
+    pub throughput_rounds: u64,
     pub scale_holders: Vec<u64>,
     pub scale_ttl_ms: u64,
     pub scale_seconds: u64,
@@ -166,6 +169,7 @@ impl Params {
                 sequential_ops: 50,
                 concurrent_clients: 4,
                 throughput_seconds: 1,
+                throughput_rounds: 1,
                 scale_holders: vec![50],
                 scale_ttl_ms: 3_000,
                 scale_seconds: 3,
@@ -180,6 +184,7 @@ impl Params {
                 sequential_ops: 2_000,
                 concurrent_clients: 64,
                 throughput_seconds: 5,
+                throughput_rounds: 3,
                 scale_holders: vec![1_000, 10_000],
                 scale_ttl_ms: 3_000,
                 scale_seconds: 15,
@@ -464,13 +469,10 @@ async fn durable(params: &Params) -> Durable {
         params.concurrent_clients,
         Duration::from_secs(params.throughput_seconds),
     );
+    let nats = gateway_ops::sequential_ops(&leases, params.sequential_ops).await;
+    let renews = gateway_ops::renews(&leases, clients).await;
     Durable {
-        nats: gateway_ops::sequential_ops(&leases, params.sequential_ops).await,
-        renew: metered(
-            &servers,
-            secs,
-            gateway_ops::renew_throughput(&leases, clients, secs),
-        )
-        .await,
+        nats,
+        renew: metered(&servers, secs, throughput(renews, clients, secs)).await,
     }
 }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -66,14 +68,22 @@ where
     rec.latency()
 }
 
-/// Operations per second with `clients` tasks calling `op(client, i)` in a
-/// loop for `duration`.
-pub async fn throughput<F, Fut>(clients: u64, duration: Duration, op: F) -> f64
+/// One operation of a throughput phase, for client `c`: set up once (its
+/// keys held, written or granted), so the phase can run round after round.
+pub type Op = Arc<dyn Fn(u64) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// `op` as an [`Op`].
+pub fn op<F, Fut>(f: F) -> Op
 where
-    F: Fn(u64, u64) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = ()> + Send,
+    F: Fn(u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
 {
-    let op = Arc::new(op);
+    Arc::new(move |c| f(c).boxed())
+}
+
+/// Operations per second with `clients` tasks calling `op(client)` in a
+/// loop for `duration`.
+pub async fn throughput(op: Op, clients: u64, duration: Duration) -> f64 {
     let done = Arc::new(AtomicU64::new(0));
     let deadline = Instant::now() + duration;
     let start = Instant::now();
@@ -81,10 +91,8 @@ where
         .map(|c| {
             let (op, done) = (op.clone(), done.clone());
             tokio::spawn(async move {
-                let mut i = 0;
                 while Instant::now() < deadline {
-                    op(c, i).await;
-                    i += 1;
+                    op(c).await;
                     done.fetch_add(1, Ordering::Relaxed);
                 }
             })
@@ -103,6 +111,25 @@ pub struct Throughput {
     pub ops_per_second: f64,
     /// CPU microseconds per operation, by process name.
     pub cpu_us_per_op: BTreeMap<&'static str, f64>,
+    /// Each round's operations per second, in the order run, where the
+    /// figure is the median of several rounds ([`Throughput::median`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<f64>,
+}
+
+impl Throughput {
+    /// The round of `runs` with the median rate, its CPU with it, and
+    /// every round's rate beside it.
+    pub fn median(mut runs: Vec<Throughput>) -> Throughput {
+        let rounds: Vec<f64> = runs.iter().map(|t| t.ops_per_second).collect();
+        runs.sort_by(|a, b| a.ops_per_second.total_cmp(&b.ops_per_second));
+        let middle = runs.len() / 2;
+        let mut median = runs.swap_remove(middle);
+        if rounds.len() > 1 {
+            median.rounds = rounds;
+        }
+        median
+    }
 }
 
 /// Runs `run` (a [`throughput`] of `duration`) and charges the CPU time
@@ -117,6 +144,7 @@ pub async fn metered(
     Throughput {
         ops_per_second,
         cpu_us_per_op: per(spent, ops),
+        rounds: Vec::new(),
     }
 }
 
@@ -203,5 +231,37 @@ impl RangeRead {
             cpu_us_per_call: per(spent, calls.max(1) as f64),
             ..range
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(ops_per_second: f64, cpu_us: f64) -> Throughput {
+        Throughput {
+            ops_per_second,
+            cpu_us_per_op: BTreeMap::from([("gateway", cpu_us)]),
+            rounds: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_median_round_is_the_figure_with_its_own_cpu_and_every_round_beside_it() {
+        let median = Throughput::median(vec![
+            run(9_000.0, 20.0),
+            run(7_000.0, 30.0),
+            run(8_000.0, 25.0),
+        ]);
+        assert_eq!(median.ops_per_second, 8_000.0);
+        assert_eq!(median.cpu_us_per_op["gateway"], 25.0);
+        assert_eq!(median.rounds, vec![9_000.0, 7_000.0, 8_000.0]);
+    }
+
+    #[test]
+    fn one_round_is_its_own_figure_with_no_rounds_listed() {
+        let median = Throughput::median(vec![run(9_000.0, 20.0)]);
+        assert_eq!(median.ops_per_second, 9_000.0);
+        assert!(median.rounds.is_empty());
     }
 }

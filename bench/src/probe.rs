@@ -9,7 +9,7 @@ use dagnats_leases_client::LeaseClient;
 use dagnats_leases_testkit::{Gateway, NatsServer};
 
 use crate::floor::{self, FloorStream};
-use crate::measure::{self, metered};
+use crate::measure::{self, metered, throughput};
 use crate::procs::{self, Proc};
 use crate::{CALL_TIMEOUT, Params, Phase, front, gateway_ops, scale};
 
@@ -140,7 +140,7 @@ pub async fn probe(servers: &impl Probed, phase: Phase, holders: u64, params: &P
                 servers,
                 &processes,
                 secs,
-                gateway_ops::renew_throughput(&leases, clients, secs),
+                throughput(gateway_ops::renews(&leases, clients).await, clients, secs),
             )
             .await,
         ),
@@ -154,7 +154,7 @@ pub async fn probe(servers: &impl Probed, phase: Phase, holders: u64, params: &P
                     servers,
                     &processes,
                     secs,
-                    gateway_ops::owner_throughput(&leases, clients, secs),
+                    throughput(gateway_ops::owner_reads(&leases), clients, secs),
                 )
                 .await,
             )
@@ -166,7 +166,11 @@ pub async fn probe(servers: &impl Probed, phase: Phase, holders: u64, params: &P
                     servers,
                     &servers.nodes(),
                     secs,
-                    floor::compare_and_set_throughput(nats, &floor, clients, secs),
+                    throughput(
+                        floor::compare_and_sets(nats, &floor, clients).await,
+                        clients,
+                        secs,
+                    ),
                 )
                 .await,
             )
@@ -176,8 +180,10 @@ pub async fn probe(servers: &impl Probed, phase: Phase, holders: u64, params: &P
             let (_fronts, mut processes) = servers.start_fronts();
             processes.extend(servers.nodes());
             let load = front::Load::new(nats, clients).await;
-            let write = counted(servers, &processes, secs, load.writes(clients, secs)).await;
-            let check = counted(servers, &processes, secs, load.checks(clients, secs)).await;
+            let write = throughput(load.writes(), clients, secs);
+            let write = counted(servers, &processes, secs, write).await;
+            let check = throughput(load.checks(), clients, secs);
+            let check = counted(servers, &processes, secs, check).await;
             serde_json::to_string(&serde_json::json!({ "write": write, "check": check }))
         }
         Phase::Scale => {

@@ -580,8 +580,8 @@ impl Figures {
         }
         let mut header = vec![
             format!(
-                "throughput ({} concurrent clients)",
-                params.concurrent_clients
+                "throughput ({} concurrent clients, median of {} round(s) of {} s)",
+                params.concurrent_clients, params.throughput_rounds, params.throughput_seconds
             ),
             "ops/s".to_string(),
         ];
