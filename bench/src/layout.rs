@@ -202,6 +202,14 @@ async fn throughputs(
             members,
         ));
     }
+    // A round comes back to each phase's keys one round after it last
+    // wrote them: they must still be held (the gateway's, the floor's and
+    // the front floor's are written with a 60 s TTL).
+    let round = Duration::from_secs(params.throughput_seconds) * phases.len() as u32;
+    assert!(
+        round < Duration::from_secs(60),
+        "a round of {round:?} outlives the throughput keys' TTL"
+    );
     eprintln!(
         "[{}] concurrent, {} phases in {} round(s) ...",
         setup.name,
