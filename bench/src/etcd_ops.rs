@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp};
 use futures::StreamExt;
 
-use crate::measure::{Latency, Op, RangeRead, op, sequential};
+use crate::measure::{Op, RangeRead, op};
 
 /// Longer than etcd runs in a benchmark: no lease expires while it is
 /// measured (the compare-and-set's are never kept alive, and the rounds
@@ -42,24 +42,28 @@ pub async fn connect(urls: &[String]) -> Client {
         .expect("connecting to etcd")
 }
 
-/// Sequential acquire latency (new key each time).
-pub async fn acquire_latency(client: &Client, n: u64) -> Latency {
-    sequential(n, |i| {
+/// Acquires one after another, a new key each time.
+pub fn acquire_calls(client: &Client) -> Op {
+    let client = client.clone();
+    op(move |i| {
         let mut client = client.clone();
         async move {
             acquire(&mut client, &format!("acq-{i}")).await;
         }
     })
-    .await
 }
 
-/// Sequential renew (keep-alive) latency on one lease.
-pub async fn renew_latency(client: &Client, n: u64) -> Latency {
+/// The key [`renew_calls`] holds and [`get_calls`] reads.
+const SEQUENTIAL_KEY: &str = "renew-me";
+
+/// Renews (keep-alive round trips) of one lease, one after another; the
+/// lease is granted here.
+pub async fn renew_calls(client: &Client) -> Op {
     let mut c = client.clone();
-    let lease = acquire(&mut c, "renew-me").await;
-    let (keeper, stream) = c.lease_keep_alive(lease).await.expect("keep-alive");
-    let pair = Arc::new(tokio::sync::Mutex::new((keeper, stream)));
-    sequential(n, |_| {
+    let lease = acquire(&mut c, SEQUENTIAL_KEY).await;
+    let pair = c.lease_keep_alive(lease).await.expect("keep-alive");
+    let pair = Arc::new(tokio::sync::Mutex::new(pair));
+    op(move |_| {
         let pair = pair.clone();
         async move {
             let mut guard = pair.lock().await;
@@ -68,7 +72,6 @@ pub async fn renew_latency(client: &Client, n: u64) -> Latency {
             stream.message().await.expect("keep-alive reply");
         }
     })
-    .await
 }
 
 /// Keep-alives by `clients` concurrent holders, one lease each, granted
@@ -127,17 +130,17 @@ pub async fn compare_and_sets(client: &Client, clients: u64) -> Op {
     })
 }
 
-/// Sequential linearizable gets of one key (the renew latency's key, so run
-/// [`renew_latency`] first): what an owner query is on etcd.
-pub async fn get_latency(client: &Client, n: u64) -> Latency {
-    sequential(n, |_| {
+/// Linearizable gets of [`renew_calls`]' key, one after another: what an
+/// owner query is on etcd.
+pub fn get_calls(client: &Client) -> Op {
+    let client = client.clone();
+    op(move |_| {
         let mut client = client.clone();
         async move {
-            let reply = client.get("renew-me", None).await.expect("get");
-            assert_eq!(reply.kvs().len(), 1, "renew-me is held");
+            let reply = client.get(SEQUENTIAL_KEY, None).await.expect("get");
+            assert_eq!(reply.kvs().len(), 1, "{SEQUENTIAL_KEY} is held");
         }
     })
-    .await
 }
 
 /// Linearizable gets by concurrent readers, each of its [`keep_alives`]

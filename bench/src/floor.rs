@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::measure::{Latency, Op, op, sequential};
+use crate::measure::{Latency, Op, op};
+use crate::report::Floor;
 
 /// Answers every request on `subject` with its own payload, returning once
 /// the subscription is registered. The floor's hop and the gateway's forward
@@ -38,14 +39,37 @@ pub async fn echo_responder(nats: &Client) -> String {
     ECHO_SUBJECT.to_string()
 }
 
-/// A core NATS request/reply to an echo responder.
-pub async fn hop(nats: &Client, echo: &str, n: u64) -> Latency {
-    sequential(n, |_| async {
-        nats.request(echo.to_string(), "ping".into())
-            .await
-            .expect("echo");
+/// The floor's calls, one after another: a hop to `echo`, and a
+/// compare-and-set and a leader read on `on`, in the order
+/// [`from_latencies`] takes their figures.
+pub async fn sequential_ops(nats: &Client, echo: &str, on: &FloorStream) -> [Op; 3] {
+    [
+        hops(nats, echo),
+        compare_and_set(nats, on).await,
+        leader_read(nats, on),
+    ]
+}
+
+/// The floor on `on`, from the latencies of [`sequential_ops`], each taken
+/// from `next` in turn.
+pub fn from_latencies(on: &FloorStream, mut next: impl FnMut() -> Latency) -> Floor {
+    Floor {
+        stream: on.stream.clone(),
+        hop: next(),
+        compare_and_set: next(),
+        leader_read: next(),
+    }
+}
+
+/// Core NATS requests to an echo responder, one after another.
+fn hops(nats: &Client, echo: &str) -> Op {
+    let (nats, echo) = (nats.clone(), echo.to_string());
+    op(move |_| {
+        let (nats, echo) = (nats.clone(), echo.clone());
+        async move {
+            nats.request(echo, "ping".into()).await.expect("echo");
+        }
     })
-    .await
 }
 
 /// The stream the raw floors write to and read from.
@@ -171,14 +195,22 @@ pub fn acknowledged(ack: &[u8]) -> u64 {
         .unwrap_or_else(|| panic!("publish refused: {ack}"))
 }
 
-/// A JetStream compare-and-set publish with a TTL.
-pub async fn compare_and_set(nats: &Client, on: &FloorStream, n: u64) -> Latency {
-    let subject = on.subject("bench-floor-cas");
-    let last = std::cell::Cell::new(cas(nats, &subject, 0).await);
-    sequential(n, |_| async {
-        last.set(cas(nats, &subject, last.get()).await);
+/// The key the sequential compare-and-sets write and the leader reads read.
+const SEQUENTIAL_KEY: &str = "bench-floor-cas";
+
+/// JetStream compare-and-set publishes with a TTL to one key, one after
+/// another, each expecting the last one's sequence.
+async fn compare_and_set(nats: &Client, on: &FloorStream) -> Op {
+    let subject = on.subject(SEQUENTIAL_KEY);
+    let last = Arc::new(AtomicU64::new(cas(nats, &subject, 0).await));
+    let nats = nats.clone();
+    op(move |_| {
+        let (nats, subject, last) = (nats.clone(), subject.clone(), last.clone());
+        async move {
+            let seq = cas(&nats, &subject, last.load(Ordering::Relaxed)).await;
+            last.store(seq, Ordering::Relaxed);
+        }
     })
-    .await
 }
 
 fn throughput_key(c: u64) -> String {
@@ -216,10 +248,15 @@ fn last_by_subject(on: &FloorStream, key: &str) -> Vec<u8> {
     serde_json::to_vec(&json!({"last_by_subj": on.subject(key)})).expect("JSON")
 }
 
-/// A read of one key's last message through the stream leader.
-pub async fn leader_read(nats: &Client, on: &FloorStream, n: u64) -> Latency {
-    let body = last_by_subject(on, "bench-floor-cas");
-    sequential(n, |_| read(nats, on, body.clone())).await
+/// Reads of [`compare_and_set`]'s key's last message through the stream
+/// leader, one after another.
+fn leader_read(nats: &Client, on: &FloorStream) -> Op {
+    let (nats, on) = (nats.clone(), on.clone());
+    let body = last_by_subject(&on, SEQUENTIAL_KEY);
+    op(move |_| {
+        let (nats, on, body) = (nats.clone(), on.clone(), body.clone());
+        async move { read(&nats, &on, body).await }
+    })
 }
 
 /// Leader reads by concurrent readers, each of the key its

@@ -1,55 +1,103 @@
 //! The gateway's operations over NATS, with the typed client.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use dagnats_leases_client::LeaseClient;
 
-use crate::measure::{Latency, Op, op, sequential};
+use crate::measure::{Latency, Op, latencies, op};
 
 const TTL: Duration = Duration::from_secs(60);
 
-/// Latency of each operation, measured one call after another; both fronts
-/// report this shape, in the JSON as in the tables.
+/// Each operation, called one after another: as [`Op`]s to time, then
+/// their latencies ([`crate::measure::latencies`]); both fronts report this
+/// shape, in the JSON as in the tables.
 #[derive(serde::Serialize)]
-pub struct Sequential {
-    pub acquire: Latency,
-    pub renew: Latency,
-    pub owner: Latency,
-    pub release: Latency,
-    pub forward: Latency,
+pub struct Sequential<T = Latency> {
+    pub acquire: T,
+    pub renew: T,
+    pub owner: T,
+    pub release: T,
+    pub forward: T,
 }
 
-pub async fn sequential_ops(leases: &LeaseClient, n: u64) -> Sequential {
-    let acquire = sequential(n, |i| async move {
-        let grant = leases
-            .acquire(&format!("acq-{i}"), "bench", TTL)
-            .await
-            .expect("acquire");
-        assert!(grant.granted);
-    })
-    .await;
+impl Sequential<Op> {
+    /// The operations, in the order [`Sequential::latencies`] takes their
+    /// figures back.
+    pub fn ops(self) -> [Op; 5] {
+        [
+            self.acquire,
+            self.renew,
+            self.owner,
+            self.release,
+            self.forward,
+        ]
+    }
+}
+
+impl Sequential {
+    /// The latencies of [`Sequential::ops`], each taken from `next` in turn.
+    pub fn latencies(mut next: impl FnMut() -> Latency) -> Sequential {
+        Sequential {
+            acquire: next(),
+            renew: next(),
+            owner: next(),
+            release: next(),
+            forward: next(),
+        }
+    }
+}
+
+/// The calls of each operation over NATS, with their keys acquired and
+/// the forward's owner answering; `n` calls of each (and `n / 10` to warm
+/// up) are timed later.
+pub async fn sequential_ops(leases: &LeaseClient, n: u64) -> Sequential<Op> {
+    let acquire = {
+        let leases = leases.clone();
+        op(move |i| {
+            let leases = leases.clone();
+            async move {
+                let grant = leases
+                    .acquire(&format!("acq-{i}"), "bench", TTL)
+                    .await
+                    .expect("acquire");
+                assert!(grant.granted);
+            }
+        })
+    };
 
     let held = leases
         .acquire("renew-me", "bench", TTL)
         .await
         .expect("acquire");
-    let fence = std::cell::Cell::new(held.lease.revision);
-    let renew = sequential(n, |_| async {
-        let grant = leases
-            .renew("renew-me", "bench", fence.get(), TTL)
-            .await
-            .expect("renew");
-        fence.set(grant.lease.revision);
-    })
-    .await;
+    let renew = {
+        let (leases, fence) = (
+            leases.clone(),
+            Arc::new(AtomicU64::new(held.lease.revision)),
+        );
+        op(move |_| {
+            let (leases, fence) = (leases.clone(), fence.clone());
+            async move {
+                let grant = leases
+                    .renew("renew-me", "bench", fence.load(Ordering::Relaxed), TTL)
+                    .await
+                    .expect("renew");
+                fence.store(grant.lease.revision, Ordering::Relaxed);
+            }
+        })
+    };
 
-    let owner = sequential(n, |_| async {
-        leases.owner("renew-me").await.expect("owner");
-    })
-    .await;
+    let owner = {
+        let leases = leases.clone();
+        op(move |_| {
+            let leases = leases.clone();
+            async move {
+                leases.owner("renew-me").await.expect("owner");
+            }
+        })
+    };
 
     // Each release needs a lease of its own, acquired untimed.
     let total = n + n / 10;
@@ -61,20 +109,20 @@ pub async fn sequential_ops(leases: &LeaseClient, n: u64) -> Sequential {
             .expect("acquire");
         fences.push(grant.lease.revision);
     }
-    let fences = Arc::new(fences);
-    let next = std::cell::Cell::new(0usize);
-    let release = sequential(n, |_| {
-        let i = next.get();
-        next.set(i + 1);
-        let fences = fences.clone();
-        async move {
-            leases
-                .release(&format!("rel-{i}"), "bench", fences[i])
-                .await
-                .expect("release");
-        }
-    })
-    .await;
+    let release = {
+        let (leases, fences) = (leases.clone(), Arc::new(fences));
+        let next = Arc::new(AtomicUsize::new(0));
+        op(move |_| {
+            let (leases, fences) = (leases.clone(), fences.clone());
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            async move {
+                leases
+                    .release(&format!("rel-{i}"), "bench", fences[i])
+                    .await
+                    .expect("release");
+            }
+        })
+    };
 
     // An owner for "bench-owner" that answers every forwarded request.
     let inbox = "dagnats.lease.inbox.bench-owner.>".to_string();
@@ -83,13 +131,18 @@ pub async fn sequential_ops(leases: &LeaseClient, n: u64) -> Sequential {
         .acquire("fwd", "bench-owner", TTL)
         .await
         .expect("acquire");
-    let forward = sequential(n, |_| async {
-        leases
-            .forward("fwd", Bytes::from_static(b"ping"), Duration::from_secs(5))
-            .await
-            .expect("forward");
-    })
-    .await;
+    let forward = {
+        let leases = leases.clone();
+        op(move |_| {
+            let leases = leases.clone();
+            async move {
+                leases
+                    .forward("fwd", Bytes::from_static(b"ping"), Duration::from_secs(5))
+                    .await
+                    .expect("forward");
+            }
+        })
+    };
 
     Sequential {
         acquire,
@@ -98,6 +151,13 @@ pub async fn sequential_ops(leases: &LeaseClient, n: u64) -> Sequential {
         release,
         forward,
     }
+}
+
+/// The latencies of [`sequential_ops`] alone, in `rounds` rounds.
+pub async fn sequential_latencies(leases: &LeaseClient, n: u64, rounds: u64) -> Sequential {
+    let ops = sequential_ops(leases, n).await.ops();
+    let mut figures = latencies(&ops, n, rounds).await.into_iter();
+    Sequential::latencies(|| figures.next().expect("a latency for every op"))
 }
 
 /// The prefix of the keys the throughput phases renew and read, one per

@@ -4,6 +4,8 @@
 //! balancer in front of them would spread them.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -12,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::gateway_ops::Sequential;
-use crate::measure::{Latency, RangeRead, Recorder, sequential};
+use crate::measure::{Latency, Op, RangeRead, Recorder, op};
 use crate::procs::usage;
 
 const TTL_MS: u64 = 60_000;
@@ -44,42 +46,53 @@ pub fn at(bases: &[String], i: u64) -> &str {
     &bases[(i % bases.len() as u64) as usize]
 }
 
-/// Latency of each operation over HTTP, one call after another.
-pub async fn sequential_ops(http: &reqwest::Client, bases: &[String], n: u64) -> Sequential {
-    let acquire = sequential(n, |i| async move {
+/// The calls of each operation over HTTP, with their keys acquired (the
+/// forward's owner is [`crate::gateway_ops::sequential_ops`]'); `n` calls
+/// of each (and `n / 10` to warm up) are timed later.
+pub async fn sequential_ops(http: &reqwest::Client, bases: &[String], n: u64) -> Sequential<Op> {
+    let calls = Calls {
+        http: http.clone(),
+        bases: bases.into(),
+    };
+    let acquire = calls.each(|calls, i| async move {
         let body = json!({"holder": "bench", "ttl_ms": TTL_MS});
-        let base = at(bases, i);
-        post(http, format!("{base}/v1/leases/hacq-{i}/acquire"), body).await;
-    })
-    .await;
+        let base = at(&calls.bases, i);
+        post(
+            &calls.http,
+            format!("{base}/v1/leases/hacq-{i}/acquire"),
+            body,
+        )
+        .await;
+    });
     let held = post(
         http,
         format!("{}/v1/leases/hrenew/acquire", at(bases, 0)),
         json!({"holder": "bench", "ttl_ms": TTL_MS}),
     )
     .await;
-    let fence = std::cell::Cell::new(held["revision"].as_u64().unwrap());
-    let renew = sequential(n, |i| {
-        let fence = &fence;
+    let fence = Arc::new(AtomicU64::new(held["revision"].as_u64().unwrap()));
+    let renew = calls.each(move |calls, i| {
+        let fence = fence.clone();
         async move {
-            let body = json!({"holder": "bench", "revision": fence.get(), "ttl_ms": TTL_MS});
-            let base = at(bases, i);
-            let r = post(http, format!("{base}/v1/leases/hrenew/renew"), body).await;
-            fence.set(r["revision"].as_u64().unwrap());
+            let revision = fence.load(Ordering::Relaxed);
+            let body = json!({"holder": "bench", "revision": revision, "ttl_ms": TTL_MS});
+            let base = at(&calls.bases, i);
+            let r = post(&calls.http, format!("{base}/v1/leases/hrenew/renew"), body).await;
+            fence.store(r["revision"].as_u64().unwrap(), Ordering::Relaxed);
         }
-    })
-    .await;
-    let owner = sequential(n, |i| async move {
-        let base = at(bases, i);
-        http.get(format!("{base}/v1/leases/hrenew"))
+    });
+    let owner = calls.each(|calls, i| async move {
+        let base = at(&calls.bases, i);
+        calls
+            .http
+            .get(format!("{base}/v1/leases/hrenew"))
             .send()
             .await
             .expect("owner")
             .bytes()
             .await
             .unwrap();
-    })
-    .await;
+    });
     let total = n + n / 10;
     let mut fences = Vec::new();
     for i in 0..total {
@@ -91,29 +104,52 @@ pub async fn sequential_ops(http: &reqwest::Client, bases: &[String], n: u64) ->
         .await;
         fences.push(r["revision"].as_u64().unwrap());
     }
-    let next = std::cell::Cell::new(0usize);
-    let release = sequential(n, |_| {
-        let i = next.get();
-        next.set(i + 1);
+    let (fences, next) = (Arc::new(fences), Arc::new(AtomicUsize::new(0)));
+    let release = calls.each(move |calls, _| {
+        let i = next.fetch_add(1, Ordering::Relaxed);
         let body = json!({"holder": "bench", "revision": fences[i]});
-        let base = at(bases, i as u64);
         async move {
-            post(http, format!("{base}/v1/leases/hrel-{i}/release"), body).await;
+            let base = at(&calls.bases, i as u64);
+            post(
+                &calls.http,
+                format!("{base}/v1/leases/hrel-{i}/release"),
+                body,
+            )
+            .await;
         }
-    })
-    .await;
-    let forward = sequential(n, |i| async move {
+    });
+    let forward = calls.each(|calls, i| async move {
         let body = json!({"payload": "cGluZw==", "timeout_ms": 5000});
-        let base = at(bases, i);
-        post(http, format!("{base}/v1/leases/fwd/forward"), body).await;
-    })
-    .await;
+        let base = at(&calls.bases, i);
+        post(&calls.http, format!("{base}/v1/leases/fwd/forward"), body).await;
+    });
     Sequential {
         acquire,
         renew,
         owner,
         release,
         forward,
+    }
+}
+
+/// What each sequential call over HTTP goes out with: the client, and the
+/// gateways it alternates between.
+#[derive(Clone)]
+struct Calls {
+    http: reqwest::Client,
+    bases: Arc<[String]>,
+}
+
+impl Calls {
+    /// `call(calls, i)` as an [`Op`], with its own copy of the calls'
+    /// client and gateways.
+    fn each<F, Fut>(&self, call: F) -> Op
+    where
+        F: Fn(Calls, u64) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let calls = self.clone();
+        op(move |i| call(calls.clone(), i))
     }
 }
 

@@ -9,8 +9,9 @@ use dagnats_leases_client::LeaseClient;
 
 use crate::floor::{self, FloorStream};
 use crate::front;
-use crate::measure::{Latency, Op, Throughput, metered, throughput};
-use crate::report::{Etcd, Figures, Floor, FrontFloor, Throughputs};
+use crate::gateway_ops::Sequential;
+use crate::measure::{Latency, Op, Throughput, latencies, metered, throughput};
+use crate::report::{Etcd, Figures, FrontFloor, Throughputs};
 use crate::{Params, etcd_ops, gateway_ops, http_ops, procs, scale};
 
 /// The servers of one layout, running, and how to reach them.
@@ -53,29 +54,45 @@ impl Setup {
 /// The prefix of the keys held while listing and fanning out.
 const HELD_PREFIX: &str = "held-";
 
-/// Measures everything, in order: the floor, sequential latency over NATS
-/// and HTTP, etcd's, throughput (every system's, in rounds), etcd's range
-/// read, scale, list and SSE fan-out.
+/// Measures everything, in order: sequential latency (the floor's, over
+/// NATS and HTTP, etcd's, in rounds), throughput (every system's, in
+/// rounds), etcd's range read, scale, list and SSE fan-out.
 pub async fn measure(setup: &Setup, params: &Params) -> Figures {
     let (nats, leases, n) = (&setup.nats, &setup.leases, params.sequential_ops);
-    eprintln!("[{}] floor ...", setup.name);
     let echo = floor::echo_responder(nats).await;
-    let floor = Floor {
-        stream: setup.floor.stream.clone(),
-        hop: floor::hop(nats, &echo, n).await,
-        compare_and_set: floor::compare_and_set(nats, &setup.floor, n).await,
-        leader_read: floor::leader_read(nats, &setup.floor, n).await,
-    };
-    eprintln!("[{}] gateway, sequential ...", setup.name);
+    let floor_ops = floor::sequential_ops(nats, &echo, &setup.floor).await;
     let nats_ops = gateway_ops::sequential_ops(leases, n).await;
-    eprintln!("[{}] gateway over HTTP, sequential ...", setup.name);
     let http = reqwest::Client::new();
     let http_ops = http_ops::sequential_ops(&http, &setup.http_bases, n).await;
-    let etcd = EtcdRun::start(setup, params).await;
+    let etcd = EtcdRun::start(setup).await;
+    let mut ops: Vec<Op> = floor_ops.into_iter().collect();
+    ops.extend(nats_ops.ops());
+    ops.extend(http_ops.ops());
+    if let Some(etcd) = &etcd {
+        ops.extend(etcd.sequential.clone());
+    }
+    eprintln!(
+        "[{}] sequential: floor, gateway over NATS and HTTP{}, {} round(s) ...",
+        setup.name,
+        if etcd.is_some() { ", etcd" } else { "" },
+        params.latency_rounds
+    );
+    let mut figures = latencies(&ops, n, params.latency_rounds).await.into_iter();
+    let mut next = || figures.next().expect("a latency for every op");
+    let floor = floor::from_latencies(&setup.floor, &mut next);
+    let nats_ops = Sequential::latencies(&mut next);
+    let http_ops = Sequential::latencies(&mut next);
+    let etcd_latencies = etcd.as_ref().map(|_| EtcdLatencies {
+        acquire: next(),
+        renew: next(),
+        get: next(),
+    });
     let servers = setup.and_nodes(&setup.gateways);
     let (throughput, etcd_throughput) = throughputs(setup, params, etcd.as_ref()).await;
-    let etcd = match (etcd, etcd_throughput) {
-        (Some(run), Some(throughput)) => Some(run.finish(throughput, params).await),
+    let etcd = match (etcd, etcd_latencies, etcd_throughput) {
+        (Some(run), Some(latencies), Some(throughput)) => {
+            Some(run.finish(latencies, throughput, params).await)
+        }
         _ => None,
     };
     let mut processes: Vec<&'static str> = setup
@@ -263,22 +280,28 @@ struct EtcdThroughputs {
     compare_and_set: Throughput,
 }
 
-/// etcd, running for the comparison while the rounds run, with the
-/// latencies measured as it started.
-struct EtcdRun {
-    cluster: procs::Etcd,
-    client: etcd_client::Client,
-    /// Each member's name and process id.
-    members: Vec<(&'static str, u32)>,
+/// etcd's sequential latencies, measured in the rounds beside the layout's.
+struct EtcdLatencies {
     acquire: Latency,
     renew: Latency,
     get: Latency,
 }
 
+/// etcd, running for the comparison while the rounds run.
+struct EtcdRun {
+    cluster: procs::Etcd,
+    client: etcd_client::Client,
+    /// Each member's name and process id.
+    members: Vec<(&'static str, u32)>,
+    /// Acquire, renew and get, one call after another, in the order
+    /// [`EtcdLatencies`] takes their figures.
+    sequential: [Op; 3],
+}
+
 impl EtcdRun {
-    /// Starts etcd with the layout's members and measures its sequential
-    /// latencies; `None` when etcd is not installed.
-    async fn start(setup: &Setup, params: &Params) -> Option<EtcdRun> {
+    /// Starts etcd with the layout's members and sets up its sequential
+    /// calls; `None` when etcd is not installed.
+    async fn start(setup: &Setup) -> Option<EtcdRun> {
         let members = setup.etcd_members;
         let Some(cluster) = procs::etcd(members.len()).await else {
             eprintln!("etcd not installed (apt-get install etcd-server): skipping the comparison");
@@ -286,26 +309,32 @@ impl EtcdRun {
         };
         eprintln!("[{}] etcd, {} member(s) ...", setup.name, members.len());
         let client = etcd_ops::connect(&cluster.urls).await;
-        let n = params.sequential_ops;
         Some(EtcdRun {
             members: members.iter().copied().zip(cluster.pids()).collect(),
-            acquire: etcd_ops::acquire_latency(&client, n).await,
-            renew: etcd_ops::renew_latency(&client, n).await,
-            get: etcd_ops::get_latency(&client, n).await,
+            sequential: [
+                etcd_ops::acquire_calls(&client),
+                etcd_ops::renew_calls(&client).await,
+                etcd_ops::get_calls(&client),
+            ],
             cluster,
             client,
         })
     }
 
     /// Measures the range read, stops etcd, and returns every figure.
-    async fn finish(self, throughputs: EtcdThroughputs, params: &Params) -> Etcd {
+    async fn finish(
+        self,
+        latencies: EtcdLatencies,
+        throughputs: EtcdThroughputs,
+        params: &Params,
+    ) -> Etcd {
         let range = etcd_ops::range_read(&self.client, params.sse_leases, params.list_calls).await;
         drop(self.cluster);
         Etcd {
             members: self.members.len(),
-            acquire: self.acquire,
-            renew: self.renew,
-            get: self.get,
+            acquire: latencies.acquire,
+            renew: latencies.renew,
+            get: latencies.get,
             keep_alive: throughputs.keep_alive,
             compare_and_set: throughputs.compare_and_set,
             get_throughput: throughputs.get,

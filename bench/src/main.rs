@@ -143,6 +143,9 @@ pub enum Phase {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Params {
     pub sequential_ops: u64,
+    /// Rounds the sequential calls run in (every system's operations in
+    /// turn each round), each operation's samples pooled.
+    pub latency_rounds: u64,
     pub concurrent_clients: u64,
     pub throughput_seconds: u64,
     /// Rounds of the throughput phases (every system's, one after another),
@@ -167,6 +170,7 @@ impl Params {
         if smoke {
             Params {
                 sequential_ops: 50,
+                latency_rounds: 1,
                 concurrent_clients: 4,
                 throughput_seconds: 1,
                 throughput_rounds: 1,
@@ -182,6 +186,7 @@ impl Params {
         } else {
             Params {
                 sequential_ops: 2_000,
+                latency_rounds: 10,
                 concurrent_clients: 64,
                 throughput_seconds: 5,
                 throughput_rounds: 3,
@@ -469,7 +474,9 @@ async fn durable(params: &Params) -> Durable {
         params.concurrent_clients,
         Duration::from_secs(params.throughput_seconds),
     );
-    let nats = gateway_ops::sequential_ops(&leases, params.sequential_ops).await;
+    let nats =
+        gateway_ops::sequential_latencies(&leases, params.sequential_ops, params.latency_rounds)
+            .await;
     let renews = gateway_ops::renews(&leases, clients).await;
     Durable {
         nats,

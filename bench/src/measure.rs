@@ -49,23 +49,36 @@ impl Recorder {
     }
 }
 
-/// Runs `op(i)` `n` times one after another and records each duration,
-/// after `n / 10` untimed warm-up calls.
-pub async fn sequential<F, Fut>(n: u64, mut op: F) -> Latency
-where
-    F: FnMut(u64) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    for i in 0..n / 10 {
-        op(u64::MAX - i).await;
+/// Latencies of `ops`, each called `n` times one after another (`op(i)`,
+/// `i` counting its calls), after `n / 10` untimed warm-up calls of each
+/// (`op(u64::MAX - i)`). The calls run in `rounds` rounds, every op in
+/// turn each round, each op's samples pooled: the machine drifts over
+/// minutes, and a drift then falls on every system alike instead of on
+/// whichever op ran in the slow stretch, so a ratio of two p50s compares
+/// like with like.
+pub async fn latencies(ops: &[Op], n: u64, rounds: u64) -> Vec<Latency> {
+    for op in ops {
+        for i in 0..n / 10 {
+            op(u64::MAX - i).await;
+        }
     }
-    let mut rec = Recorder::default();
-    for i in 0..n {
-        let start = Instant::now();
-        op(i).await;
-        rec.record(start.elapsed());
+    let mut recorders: Vec<Recorder> = ops.iter().map(|_| Recorder::default()).collect();
+    for (from, to) in round_bounds(n, rounds) {
+        for (op, rec) in ops.iter().zip(&mut recorders) {
+            for i in from..to {
+                let start = Instant::now();
+                op(i).await;
+                rec.record(start.elapsed());
+            }
+        }
     }
-    rec.latency()
+    recorders.iter().map(Recorder::latency).collect()
+}
+
+/// `0..n` cut into `rounds` consecutive ranges of (nearly) equal length.
+fn round_bounds(n: u64, rounds: u64) -> impl Iterator<Item = (u64, u64)> {
+    let rounds = rounds.max(1);
+    (0..rounds).map(move |r| (n * r / rounds, n * (r + 1) / rounds))
 }
 
 /// One operation of a throughput phase, for client `c`: set up once (its
@@ -263,5 +276,41 @@ mod tests {
         let median = Throughput::median(vec![run(9_000.0, 20.0)]);
         assert_eq!(median.ops_per_second, 9_000.0);
         assert!(median.rounds.is_empty());
+    }
+
+    #[test]
+    fn rounds_cut_every_call_once_in_order() {
+        let bounds: Vec<_> = round_bounds(2_000, 3).collect();
+        assert_eq!(bounds, vec![(0, 666), (666, 1_333), (1_333, 2_000)]);
+        assert_eq!(round_bounds(50, 1).collect::<Vec<_>>(), vec![(0, 50)]);
+    }
+
+    #[tokio::test]
+    async fn latencies_interleave_the_ops_round_by_round_after_each_ones_warm_up() {
+        let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recording = |name: &'static str| {
+            let calls = calls.clone();
+            op(move |i| {
+                calls.lock().unwrap().push((name, i));
+                async {}
+            })
+        };
+        let figures = latencies(&[recording("a"), recording("b")], 20, 2).await;
+        let calls = calls.lock().unwrap().clone();
+        let warm_up = |name| [(name, u64::MAX), (name, u64::MAX - 1)];
+        let round = |name, from: u64| (from..from + 10).map(move |i| (name, i));
+        let expected: Vec<_> = warm_up("a")
+            .into_iter()
+            .chain(warm_up("b"))
+            .chain(round("a", 0))
+            .chain(round("b", 0))
+            .chain(round("a", 10))
+            .chain(round("b", 10))
+            .collect();
+        assert_eq!(calls, expected);
+        assert_eq!(
+            figures.iter().map(|l| l.samples).collect::<Vec<_>>(),
+            [20, 20]
+        );
     }
 }

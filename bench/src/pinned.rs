@@ -11,8 +11,10 @@ use std::process::{Command, Stdio};
 use dagnats_leases_client::LeaseClient;
 
 use crate::floor::{self, FloorStream};
+use crate::gateway_ops::Sequential;
+use crate::measure::latencies;
 use crate::procs;
-use crate::report::{Floor, Pinned};
+use crate::report::Pinned;
 use crate::{CALL_TIMEOUT, Params, gateway_ops};
 
 /// The core the load generator runs on; the servers get the next one.
@@ -68,13 +70,14 @@ pub async fn measure(params: &Params) -> Option<Pinned> {
     let _client = ClientPinned::new(cores);
     let n = params.sequential_ops;
     let on = FloorStream::bucket();
-    let floor = Floor {
-        stream: on.stream.clone(),
-        hop: floor::hop(&nats, floor::ECHO_SUBJECT, n).await,
-        compare_and_set: floor::compare_and_set(&nats, &on, n).await,
-        leader_read: floor::leader_read(&nats, &on, n).await,
-    };
-    let leases = LeaseClient::new(nats).with_timeout(CALL_TIMEOUT);
-    let ops = gateway_ops::sequential_ops(&leases, n).await;
-    Some(Pinned { floor, nats: ops })
+    let leases = LeaseClient::new(nats.clone()).with_timeout(CALL_TIMEOUT);
+    let mut ops = floor::sequential_ops(&nats, floor::ECHO_SUBJECT, &on)
+        .await
+        .to_vec();
+    ops.extend(gateway_ops::sequential_ops(&leases, n).await.ops());
+    let mut figures = latencies(&ops, n, params.latency_rounds).await.into_iter();
+    let mut next = || figures.next().expect("a latency for every op");
+    let floor = floor::from_latencies(&on, &mut next);
+    let nats = Sequential::latencies(next);
+    Some(Pinned { floor, nats })
 }

@@ -133,7 +133,12 @@ pub async fn probe(servers: &impl Probed, phase: Phase, holders: u64, params: &P
     let processes: Vec<_> = gateways.into_iter().chain(servers.nodes()).collect();
     let json = match phase {
         Phase::Sequential => serde_json::to_string(
-            &gateway_ops::sequential_ops(&leases, params.sequential_ops).await,
+            &gateway_ops::sequential_latencies(
+                &leases,
+                params.sequential_ops,
+                params.latency_rounds,
+            )
+            .await,
         ),
         Phase::Renew => serde_json::to_string(
             &counted(
