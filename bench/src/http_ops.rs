@@ -47,8 +47,8 @@ pub fn at(bases: &[String], i: u64) -> &str {
 }
 
 /// The calls of each operation over HTTP, with their keys acquired (the
-/// forward's owner is [`crate::gateway_ops::sequential_ops`]'); `n` calls
-/// of each (and `n / 10` to warm up) are timed later.
+/// forward's owner is the one [`crate::gateway_ops::sequential_ops`] sets
+/// up); `n` calls of each (and `n / 10` to warm up) are timed later.
 pub async fn sequential_ops(http: &reqwest::Client, bases: &[String], n: u64) -> Sequential<Op> {
     let calls = Calls {
         http: http.clone(),
