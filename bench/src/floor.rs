@@ -141,6 +141,11 @@ impl FloorStream {
         }
     }
 
+    /// The stream's `STREAM.INFO` reply.
+    pub async fn info(&self, nats: &Client) -> Value {
+        js_api(nats, &format!("STREAM.INFO.{}", self.stream), json!({})).await
+    }
+
     pub fn subject(&self, key: &str) -> String {
         format!("{}{key}", self.prefix)
     }

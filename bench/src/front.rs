@@ -40,6 +40,37 @@ const BARRIER_KEY: &str = "_front.read";
 /// A lease record's size (the gateway's renew body is about this long).
 const BODY: &str = r#"{"holder":"bench-front-holder","ttl_ms":60000,"acquired_at":"2026-12-02T00:00:00.000000000Z","renewed_at":"2026-12-02T00:00:00.000000000Z"}"#;
 
+/// Which node the responders connect to, against the floor's stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FrontsOn {
+    /// Any node of the cluster (async-nats picks one), as gateways given
+    /// every node's URL connect.
+    Any,
+    /// The stream leader's node, so no route lies between a responder and
+    /// the stream leader (a gateway would have to move with every leader
+    /// change to stay there).
+    Leader,
+    /// A follower's node.
+    Follower,
+}
+
+impl FrontsOn {
+    /// The name of the node this placement picks for `floor`'s stream, as
+    /// its `STREAM.INFO` tells (a single server names itself its leader);
+    /// `None` for any node.
+    pub async fn node(self, nats: &Client, floor: &FloorStream) -> Option<String> {
+        let info = floor.info(nats).await;
+        let cluster = &info["cluster"];
+        let name = match self {
+            FrontsOn::Any => return None,
+            FrontsOn::Leader => &cluster["leader"],
+            FrontsOn::Follower => &cluster["replicas"][0]["name"],
+        };
+        name.as_str().map(str::to_string)
+    }
+}
+
 /// Starts `n` responders on `urls`, each a process of its own, writing to
 /// the floor's own stream at `replicas` ([`FloorStream::create`]), returning
 /// once all of them listen.

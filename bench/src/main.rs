@@ -115,6 +115,9 @@ enum Mode {
         /// default fsync, one gateway, the floors on one replica.
         #[arg(long)]
         single_node: bool,
+        /// Where the front floor's responders connect (`front` only).
+        #[arg(long, value_enum, default_value_t = front::FrontsOn::Any)]
+        fronts_on: front::FrontsOn,
     },
 }
 
@@ -217,6 +220,7 @@ fn main() {
             lists,
             lists_at_once,
             single_node,
+            fronts_on,
         }) => runtime().block_on(async {
             let params = Params {
                 list_calls: lists,
@@ -230,10 +234,11 @@ fn main() {
             };
             for run in 1..=runs {
                 eprintln!("{layout}, probe run {run} of {runs} ...");
+                let per_phase = (holders, fronts_on);
                 let json = if single_node {
-                    probe(&SingleServers::start().await, phase, holders, &params).await
+                    probe(&SingleServers::start().await, phase, per_phase, &params).await
                 } else {
-                    probe(&ProductionServers::start().await, phase, holders, &params).await
+                    probe(&ProductionServers::start().await, phase, per_phase, &params).await
                 };
                 println!("{json}");
             }
@@ -322,7 +327,7 @@ async fn production(params: &Params) -> Figures {
     let nats = servers.nats.clone();
     let http_bases = servers.http_bases().await;
     let floor = FloorStream::create(&nats, REPLICAS).await;
-    let (_fronts, fronts) = servers.start_fronts();
+    let (_fronts, fronts) = servers.start_fronts(None);
     let setup = Setup {
         name: "production",
         layout: format!(
@@ -396,8 +401,15 @@ impl Probed for ProductionServers {
             .collect()
     }
 
-    fn start_fronts(&self) -> (Vec<procs::Proc>, Vec<(&'static str, u32)>) {
-        let fronts = front::responders(&self.cluster.urls(), FRONTS.len(), REPLICAS);
+    fn start_fronts(&self, on: Option<&str>) -> (Vec<procs::Proc>, Vec<(&'static str, u32)>) {
+        let urls = match on {
+            Some(name) => {
+                let node = self.cluster.nodes.iter().find(|n| n.name == name);
+                node.expect("a node of the cluster").url.clone()
+            }
+            None => self.cluster.urls(),
+        };
+        let fronts = front::responders(&urls, FRONTS.len(), REPLICAS);
         let named = FRONTS
             .into_iter()
             .zip(fronts.iter().map(|f| f.child.id()))

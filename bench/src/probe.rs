@@ -9,6 +9,7 @@ use dagnats_leases_client::LeaseClient;
 use dagnats_leases_testkit::{Gateway, NatsServer};
 
 use crate::floor::{self, FloorStream};
+use crate::front::FrontsOn;
 use crate::measure::{self, metered, throughput};
 use crate::procs::{self, Proc};
 use crate::{CALL_TIMEOUT, Params, Phase, front, gateway_ops, scale};
@@ -24,9 +25,9 @@ pub trait Probed {
     /// Each gateway's name and process id.
     fn gateways(&self) -> Vec<(&'static str, u32)>;
     /// Starts the front floor's responders (`front.rs`), one in each
-    /// gateway's place: the processes (killed when dropped), and each
-    /// one's name and process id.
-    fn start_fronts(&self) -> (Vec<Proc>, Vec<(&'static str, u32)>);
+    /// gateway's place, on the node named `on` (or any node): the
+    /// processes (killed when dropped), and each one's name and process id.
+    fn start_fronts(&self, on: Option<&str>) -> (Vec<Proc>, Vec<(&'static str, u32)>);
     /// Each nats-server node's name and process id.
     fn nodes(&self) -> Vec<(&'static str, u32)>;
     /// Messages and bytes in and out of every node so far, summed, where
@@ -73,7 +74,8 @@ impl Probed for SingleServers {
         vec![("gateway", self.gateway.pid())]
     }
 
-    fn start_fronts(&self) -> (Vec<Proc>, Vec<(&'static str, u32)>) {
+    /// One node: every placement is the same.
+    fn start_fronts(&self, _on: Option<&str>) -> (Vec<Proc>, Vec<(&'static str, u32)>) {
         let fronts = front::responders(&self.server.url, 1, 1);
         let named = vec![("front", fronts[0].child.id())];
         (fronts, named)
@@ -121,7 +123,12 @@ async fn counted(
 }
 
 /// What one run of `phase` on `servers` measured, as JSON.
-pub async fn probe(servers: &impl Probed, phase: Phase, holders: u64, params: &Params) -> String {
+pub async fn probe(
+    servers: &impl Probed,
+    phase: Phase,
+    (holders, fronts_on): (u64, FrontsOn),
+    params: &Params,
+) -> String {
     let nats = servers.nats();
     let leases = LeaseClient::new(nats.clone()).with_timeout(CALL_TIMEOUT);
     let (clients, secs) = (
@@ -181,15 +188,20 @@ pub async fn probe(servers: &impl Probed, phase: Phase, holders: u64, params: &P
             )
         }
         Phase::Front => {
-            FloorStream::create(nats, servers.replicas()).await;
-            let (_fronts, mut processes) = servers.start_fronts();
+            let floor = FloorStream::create(nats, servers.replicas()).await;
+            let node = fronts_on.node(nats, &floor).await;
+            let (_fronts, mut processes) = servers.start_fronts(node.as_deref());
             processes.extend(servers.nodes());
             let load = front::Load::new(nats, clients).await;
             let write = throughput(load.writes(), clients, secs);
             let write = counted(servers, &processes, secs, write).await;
             let check = throughput(load.checks(), clients, secs);
             let check = counted(servers, &processes, secs, check).await;
-            serde_json::to_string(&serde_json::json!({ "write": write, "check": check }))
+            serde_json::to_string(&serde_json::json!({
+                "write": write,
+                "check": check,
+                "fronts_on": { "placement": fronts_on, "node": node },
+            }))
         }
         Phase::Scale => {
             let lists = scale::Lists {
