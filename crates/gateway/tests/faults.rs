@@ -1453,9 +1453,7 @@ fn dump(
     for event in rec.events.lock().unwrap().iter() {
         let _ = writeln!(text, "{event}");
     }
-    for node in &cluster.nodes {
-        let _ = write!(text, "\n== node {}\n{}\n", node.name, node.all_logs());
-    }
+    text.push_str(&cluster.logs());
     for (i, log) in logs.iter().enumerate() {
         let _ = write!(text, "\n== gateway process {i}\n{}\n", log.text());
     }

@@ -252,17 +252,37 @@ impl Cluster {
         };
         for node in &cluster.nodes {
             let client = client(&node.url).await;
-            eventually(
-                "JetStream to answer on every node",
-                Duration::from_secs(30),
-                || async {
-                    let info = try_js_api(&client, "INFO", json!({})).await?;
-                    info.get("error").is_none().then_some(())
-                },
-            )
-            .await;
+            let answers = async {
+                loop {
+                    let info = try_js_api(&client, "INFO", json!({})).await;
+                    if info.is_some_and(|info| info.get("error").is_none()) {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            };
+            // It ran out once in a fresh-machine rehearsal, with nothing
+            // to tell why: the nodes' logs can.
+            if tokio::time::timeout(JETSTREAM_READY, answers)
+                .await
+                .is_err()
+            {
+                panic!(
+                    "JetStream did not answer on {} within {JETSTREAM_READY:?}:{}",
+                    node.name,
+                    cluster.logs()
+                );
+            }
         }
         cluster
+    }
+
+    /// Every node's log, across restarts, each under its name.
+    pub fn logs(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|node| format!("\n== node {}\n{}\n", node.name, node.all_logs()))
+            .collect()
     }
 
     /// Cuts node `i` off from its peers: it keeps its clients (and its
@@ -341,6 +361,10 @@ impl Cluster {
         .await
     }
 }
+
+/// How long a new cluster's nodes may take to answer JetStream: the meta
+/// group's first election, on a machine busy with other tests.
+const JETSTREAM_READY: Duration = Duration::from_secs(30);
 
 /// A node's config. `sync_interval: always` because with the default lazy
 /// fsync a crashed node can lose acknowledged writes (Jepsen, NATS 2.12.1)
