@@ -370,9 +370,9 @@ const JETSTREAM_READY: Duration = Duration::from_secs(30);
 /// fsync a crashed node can lose acknowledged writes (Jepsen, NATS 2.12.1)
 /// and so hand out a fence twice.
 /// The route address is also advertised, so the route URLs the nodes
-/// gossip are the ones on the route LAN. Route pings every 2 s, two
+/// gossip are the ones on the route LAN. Route pings every second, two
 /// unanswered, as docs/operations.md recommends: a cut route is closed in
-/// 4 to 6 s rather than up to a minute, so requests stop being routed
+/// 2 to 3 s rather than up to a minute, so requests stop being routed
 /// into the cut.
 fn node_config(name: &str, a: &Addresses, store: &std::path::Path, routes: &str) -> String {
     let (client, http, route) = (&a.client, &a.http, &a.route);
