@@ -60,12 +60,14 @@ impl FrontsOn {
     /// its `STREAM.INFO` tells (a single server names itself its leader);
     /// `None` for any node.
     pub async fn node(self, nats: &Client, floor: &FloorStream) -> Option<String> {
+        if self == FrontsOn::Any {
+            return None;
+        }
         let info = floor.info(nats).await;
         let cluster = &info["cluster"];
         let name = match self {
-            FrontsOn::Any => return None,
             FrontsOn::Leader => &cluster["leader"],
-            FrontsOn::Follower => &cluster["replicas"][0]["name"],
+            _ => &cluster["replicas"][0]["name"],
         };
         name.as_str().map(str::to_string)
     }
