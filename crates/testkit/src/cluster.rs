@@ -17,7 +17,7 @@ use tempfile::TempDir;
 use crate::gateway::Gateway;
 use crate::nats::{client, server_binary, try_js_api};
 use crate::netns::{Network, Unsupported};
-use crate::{Log, eventually, free_ports};
+use crate::{Log, eventually, free_ports, within};
 
 /// Nodes in a cluster: the smallest that survives losing one.
 pub const NODES: usize = 3;
@@ -252,21 +252,13 @@ impl Cluster {
         };
         for node in &cluster.nodes {
             let client = client(&node.url).await;
-            let answers = async {
-                loop {
-                    let info = try_js_api(&client, "INFO", json!({})).await;
-                    if info.is_some_and(|info| info.get("error").is_none()) {
-                        return;
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            };
+            let answers = within(JETSTREAM_READY, || async {
+                let info = try_js_api(&client, "INFO", json!({})).await?;
+                info.get("error").is_none().then_some(())
+            });
             // It ran out once in a fresh-machine rehearsal, with nothing
             // to tell why: the nodes' logs can.
-            if tokio::time::timeout(JETSTREAM_READY, answers)
-                .await
-                .is_err()
-            {
+            if answers.await.is_none() {
                 panic!(
                     "JetStream did not answer on {} within {JETSTREAM_READY:?}:{}",
                     node.name,

@@ -52,7 +52,20 @@ pub fn free_port() -> u16 {
 
 /// Polls `check` every 50 ms until it returns `Some`, or panics after
 /// `timeout` with `what`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    within(timeout, check)
+        .await
+        .unwrap_or_else(|| panic!("timed out waiting for {what}"))
+}
+
+/// Polls `check` every 50 ms until it returns `Some`; `None` once
+/// `timeout` has passed, for a caller that has more to say than
+/// [`eventually`]'s panic.
+pub async fn within<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -60,9 +73,11 @@ where
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(value) = check().await {
-            return value;
+            return Some(value);
         }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        if Instant::now() >= deadline {
+            return None;
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
