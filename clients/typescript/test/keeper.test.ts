@@ -1,0 +1,222 @@
+/**
+ * LeaseKeeper against a real nats-server and the real gateway: what is
+ * particular to TypeScript (promises, async iteration, AbortSignal,
+ * `await using`) and the holder rules it keeps.
+ */
+
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+
+import { LeaseKeeper, type Ownership } from "dagnats-leases";
+
+import { assertKind, rejection, withStack } from "./support/context.js";
+import { eventually, uniqueKey, within } from "./support/wait.js";
+
+const TTL = 3_000;
+
+describe("LeaseKeeper", () => {
+  const context = withStack();
+
+  test("start refuses out-of-bounds options with kind invalid at once", () => {
+    for (const options of [
+      { key: "a.b", holder: "h", ttlMs: TTL },
+      { key: "k", holder: "", ttlMs: TTL },
+      { key: "k", holder: "h", ttlMs: 1_500 },
+    ]) {
+      assert.throws(() => LeaseKeeper.start(context.leases, options), (err: unknown) => {
+        assertKind(err, "invalid");
+        return true;
+      });
+    }
+  });
+
+  test("a keeper acquires a free key, reports its fence and tenure, and renews about every ttl/3", async () => {
+    const key = uniqueKey("renews");
+    const keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL });
+    try {
+      const changes = keeper.changes();
+      const seen: { at: number; ownership: Ownership }[] = [];
+      for await (const ownership of changes) {
+        seen.push({ at: performance.now(), ownership });
+        if (seen.length === 3) break;
+      }
+      const [first, second, third] = seen.map((s) => s.ownership);
+      assert.ok(first?.owner && second?.owner && third?.owner, JSON.stringify(seen));
+      assert.equal(second.tenure, first.tenure);
+      assert.equal(third.tenure, first.tenure);
+      assert.ok(first.fence < second.fence && second.fence < third.fence);
+      for (const gap of [seen[1]!.at - seen[0]!.at, seen[2]!.at - seen[1]!.at]) {
+        assert.ok(gap > 900 && gap < 1_400, `renewed ${gap} ms after the last grant (ttl/3 is 1000)`);
+      }
+      assert.equal(keeper.tenure(), first.tenure);
+      assert.ok((keeper.fence() ?? 0) >= third.fence);
+      const owner = await context.leases.owner(key);
+      assert.ok(owner.held && owner.holder === "keeper-a");
+    } finally {
+      await keeper.stop();
+    }
+  });
+
+  test("stop releases the lease, reports not-owner and ends changes()", async () => {
+    const key = uniqueKey("stop");
+    const keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL });
+    const fence = await keeper.waitOwner(5_000);
+    const changes = keeper.changes();
+    await keeper.stop();
+    assert.deepEqual(await changes.next(), { value: { owner: false, fence: null, tenure: null }, done: false });
+    assert.deepEqual(await changes.next(), { value: undefined, done: true });
+    assert.equal(keeper.fence(), null);
+    assert.equal(keeper.tenure(), null);
+    assert.deepEqual(await context.leases.owner(key), { held: false, key });
+    assertKind(await rejection(context.leases.renew(key, "keeper-a", fence, TTL)), "lost");
+    await keeper.stop();
+  });
+
+  test("await using stops the keeper and releases at the end of the scope", async () => {
+    const key = uniqueKey("using");
+    {
+      await using keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL });
+      await keeper.waitOwner(5_000);
+      const owner = await context.leases.owner(key);
+      assert.ok(owner.held && owner.holder === "keeper-a");
+    }
+    assert.deepEqual(await context.leases.owner(key), { held: false, key });
+  });
+
+  test("waitOwner rejects with kind timeout when the key stays held by another", async () => {
+    const key = uniqueKey("held");
+    await context.leases.acquire(key, "holder-x", TTL);
+    const keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL });
+    try {
+      const started = performance.now();
+      assertKind(await rejection(keeper.waitOwner(300)), "timeout");
+      const took = performance.now() - started;
+      assert.ok(took >= 290 && took < 1_000, `timed out after ${took} ms`);
+      assert.equal(keeper.fence(), null);
+    } finally {
+      await keeper.stop();
+    }
+  });
+
+  test("waitOwner rejects with the signal's reason when it is aborted", async () => {
+    const key = uniqueKey("abort");
+    await context.leases.acquire(key, "holder-x", TTL);
+    const keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL });
+    try {
+      const controller = new AbortController();
+      const waiting = rejection(keeper.waitOwner(null, { signal: controller.signal }));
+      const reason = new Error("shutting down");
+      controller.abort(reason);
+      assert.equal(await within(1_000, "the aborted wait", waiting), reason);
+      assert.equal(await rejection(keeper.waitOwner(null, { signal: controller.signal })), reason);
+    } finally {
+      await keeper.stop();
+    }
+  });
+
+  test("waitOwner rejects with kind lost when the keeper is stopped first", async () => {
+    const key = uniqueKey("stopped");
+    await context.leases.acquire(key, "holder-x", TTL);
+    const keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL });
+    const waiting = rejection(keeper.waitOwner());
+    await keeper.stop();
+    assertKind(await within(1_000, "the wait of a stopped keeper", waiting), "lost");
+  });
+
+  test("a keeper without wait ends when the key is held, naming the holder", async () => {
+    const key = uniqueKey("nowait");
+    const grant = await context.leases.acquire(key, "holder-x", TTL);
+    const keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL, wait: false });
+    const err = await within(5_000, "the keeper's end", rejection(keeper.waitOwner()));
+    assertKind(err, "lost");
+    assert.equal(err.holder, "holder-x");
+    assert.equal(err.revision, grant.revision);
+    const owner = await context.leases.owner(key);
+    assert.ok(owner.held && owner.holder === "holder-x");
+  });
+
+  test("a waiting keeper takes the key over within 1 s of its release", async () => {
+    const key = uniqueKey("takeover");
+    const grant = await context.leases.acquire(key, "holder-x", 10_000);
+    const keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL });
+    try {
+      // The keeper's refused acquire is in: its watch is subscribed.
+      await eventually(async () => keeper.fence() === null && (await context.leases.owner(key)).held, {
+        timeoutMs: 2_000,
+        what: () => "the keeper's first acquire",
+      });
+      const released = await context.leases.release(key, "holder-x", grant.revision);
+      const started = performance.now();
+      const fence = await keeper.waitOwner(1_000);
+      assert.ok(fence > released.revision, `took over at ${fence}, released at ${released.revision}`);
+      assert.ok(performance.now() - started < 1_000);
+    } finally {
+      await keeper.stop();
+    }
+  });
+
+  test("fence() turns null by the deadline when the gateway stops answering", async () => {
+    const key = uniqueKey("deadline");
+    const keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL });
+    const changes = keeper.changes();
+    try {
+      await keeper.waitOwner(5_000);
+      context.stack.gateway.child.pause();
+      const paused = performance.now();
+      for await (const ownership of changes) {
+        if (!ownership.owner) break;
+      }
+      const after = performance.now() - paused;
+      assert.equal(keeper.fence(), null);
+      // The last renew started at most ttl/3 (and a scheduling margin) before the pause.
+      assert.ok(after < TTL, `not-owner ${after} ms after the gateway stopped`);
+      assert.ok(after > TTL - TTL / 3 - 300, `not-owner after only ${after} ms`);
+    } finally {
+      context.stack.gateway.child.resume();
+      await keeper.stop();
+    }
+  });
+
+  test("a stop while the acquire is in flight releases what the acquire granted", async () => {
+    const key = uniqueKey("inflight");
+    // The gateway answers the acquire only after the stop: a keeper that
+    // did not wait for it would leave the key held until its TTL.
+    context.stack.gateway.child.pause();
+    let stopping: Promise<void>;
+    try {
+      const keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL });
+      stopping = keeper.stop();
+    } finally {
+      context.stack.gateway.child.resume();
+    }
+    await within(6_000, "the stop", stopping);
+    assert.deepEqual(await context.leases.owner(key), { held: false, key });
+  });
+
+  test("handOff to an invalid holder is refused with kind invalid and the keeper keeps the lease", async () => {
+    const key = uniqueKey("badhandoff");
+    const keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL });
+    try {
+      const fence = await keeper.waitOwner(5_000);
+      assertKind(await rejection(keeper.handOff("not.a.holder")), "invalid");
+      assertKind(await rejection(keeper.handOff("keeper-a")), "invalid");
+      assert.ok((keeper.fence() ?? 0) >= fence);
+    } finally {
+      await keeper.stop();
+    }
+  });
+
+  test("handOff transfers the lease and ends the keeper; a second is lost", async () => {
+    const key = uniqueKey("handoff");
+    const keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL });
+    const fence = await keeper.waitOwner(5_000);
+    const grant = await keeper.handOff("keeper-b");
+    assert.equal(grant.granted, true);
+    assert.equal(grant.holder, "keeper-b");
+    assert.ok(grant.revision > fence);
+    assert.equal(keeper.fence(), null);
+    const owner = await context.leases.owner(key);
+    assert.ok(owner.held && owner.holder === "keeper-b" && owner.revision === grant.revision);
+    assertKind(await rejection(keeper.handOff("keeper-c")), "lost");
+  });
+});
