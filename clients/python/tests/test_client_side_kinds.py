@@ -1,0 +1,226 @@
+"""The failures the gateway does not answer, each with its client-side kind:
+``invalid`` before anything is sent, ``unavailable``, ``timeout``,
+``internal`` (docs/protocol.md, Holder rules and client libraries). A real
+nats-server with no gateway; where a reply is needed, the test answers the
+lease subject itself."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+
+from conftest import Stack
+from dagnats_leases import LeaseClient, LeaseError
+
+
+@pytest.fixture
+async def bare_nc(bare_nats: Stack) -> AsyncIterator[NATS]:
+    conn = await nats.connect(bare_nats.url)
+    yield conn
+    await conn.close()
+
+
+Call = Callable[[LeaseClient], Awaitable[Any]]
+
+OUT_OF_BOUNDS: dict[str, Call] = {
+    "ttl-not-whole-seconds": lambda c: c.acquire("k", "h", 1500),
+    "ttl-below-1s": lambda c: c.acquire("k", "h", 0),
+    "ttl-above-10m": lambda c: c.renew("k", "h", 3, 601_000),
+    "ttl-not-an-int": lambda c: c.acquire("k", "h", 15000.0),  # type: ignore[arg-type]
+    "ttl-a-bool": lambda c: c.acquire("k", "h", True),
+    "key-with-a-dot": lambda c: c.acquire("a.b", "h", 1000),
+    "key-empty": lambda c: c.owner(""),
+    "key-wildcard": lambda c: c.owner(">"),
+    "key-129-bytes": lambda c: c.owner("k" * 129),
+    "key-not-ascii": lambda c: c.owner("ключ"),
+    "holder-with-a-space": lambda c: c.acquire("k", "a b", 1000),
+    "revision-0": lambda c: c.renew("k", "h", 0, 1000),
+    "revision-negative": lambda c: c.release("k", "h", -1),
+    "transfer-to-itself": lambda c: c.transfer("k", "h", 3, "h", 1000),
+    "transfer-to-bad-holder": lambda c: c.transfer("k", "h", 3, "a.b", 1000),
+    "forward-timeout-99": lambda c: c.forward("k", b"", timeout_ms=99),
+    "forward-timeout-30001": lambda c: c.forward("k", b"", timeout_ms=30001),
+    "forward-payload-str": lambda c: c.forward("k", "text"),  # type: ignore[arg-type]
+    "list-limit-0": lambda c: c.list(limit=0),
+    "list-limit-5001": lambda c: c.list(limit=5001),
+    "list-after-empty": lambda c: c.list(after=""),
+    "list-prefix-dot": lambda c: c.list(prefix="a."),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OUT_OF_BOUNDS))
+async def test_out_of_bounds_input_is_invalid_and_nothing_is_sent(bare_nc: NATS, case: str) -> None:
+    seen: list[str] = []
+
+    async def record(msg: Msg) -> None:
+        seen.append(msg.subject)
+
+    await bare_nc.subscribe("api.leases.>", cb=record)
+    await bare_nc.flush()
+    with pytest.raises(LeaseError) as caught:
+        await OUT_OF_BOUNDS[case](LeaseClient(bare_nc))
+    assert (caught.value.kind, caught.value.holder, caught.value.revision) == ("invalid", None, None)
+    await bare_nc.flush()
+    assert seen == []
+
+
+async def test_no_gateway_is_unavailable(bare_nc: NATS) -> None:
+    started = time.monotonic()
+    with pytest.raises(LeaseError) as caught:
+        await LeaseClient(bare_nc, timeout=5.0).owner("k")
+    assert caught.value.kind == "unavailable"
+    # No responders is known at once, not after the timeout.
+    assert time.monotonic() - started < 1.0
+
+
+async def test_a_closed_connection_is_unavailable(bare_nats: Stack) -> None:
+    conn = await nats.connect(bare_nats.url)
+    await conn.close()
+    with pytest.raises(LeaseError) as caught:
+        await LeaseClient(conn).owner("k")
+    assert caught.value.kind == "unavailable"
+
+
+async def test_no_reply_in_time_is_timeout_after_copies_at_half_and_three_quarters(bare_nc: NATS) -> None:
+    arrivals: list[tuple[float, dict[str, str] | None]] = []
+
+    async def silent(msg: Msg) -> None:
+        arrivals.append((time.monotonic(), msg.headers))
+
+    await bare_nc.subscribe("api.leases.owner", cb=silent)
+    await bare_nc.flush()
+    started = time.monotonic()
+    with pytest.raises(LeaseError) as caught:
+        await LeaseClient(bare_nc, timeout=1.0).owner("k")
+    elapsed = time.monotonic() - started
+    assert caught.value.kind == "timeout"
+    assert 1.0 <= elapsed < 1.5
+    assert len(arrivals) == 3
+    offsets = [at - started for at, _ in arrivals]
+    assert offsets[0] < 0.2
+    assert 0.5 <= offsets[1] < 0.7 and 0.75 <= offsets[2] < 0.95
+    # Each copy says how long it is still waited for: below the gateway's
+    # own 4.5 s budget, that bounds the call.
+    waits = [int((headers or {})["Dagnats-Lease-Wait-Ms"]) for _, headers in arrivals]
+    assert 900 <= waits[0] <= 1000 and 400 <= waits[1] <= 500 and 150 <= waits[2] <= 250
+
+
+async def test_a_copy_waited_for_longer_than_the_gateway_budget_says_nothing(bare_nc: NATS) -> None:
+    arrivals: list[dict[str, str] | None] = []
+
+    async def answer(msg: Msg) -> None:
+        arrivals.append(msg.headers)
+        await msg.respond(json.dumps({"held": False, "key": "k"}).encode())
+
+    await bare_nc.subscribe("api.leases.owner", cb=answer)
+    await bare_nc.flush()
+    await LeaseClient(bare_nc, timeout=5.0).owner("k")
+    assert len(arrivals) == 1
+    assert "Dagnats-Lease-Wait-Ms" not in (arrivals[0] or {})
+
+
+async def test_a_late_copy_answered_wins(bare_nc: NATS) -> None:
+    copies = 0
+
+    async def second_copy_answers(msg: Msg) -> None:
+        nonlocal copies
+        copies += 1
+        if copies == 2:
+            await msg.respond(json.dumps({"held": False, "key": "k"}).encode())
+
+    await bare_nc.subscribe("api.leases.owner", cb=second_copy_answers)
+    await bare_nc.flush()
+    got = await LeaseClient(bare_nc, timeout=1.0).owner("k")
+    assert (got.held, got.key) == (False, "k")
+    assert copies == 2
+
+
+async def test_forward_is_sent_once_however_late_its_reply(bare_nc: NATS) -> None:
+    arrivals = 0
+
+    async def silent(msg: Msg) -> None:
+        nonlocal arrivals
+        arrivals += 1
+
+    await bare_nc.subscribe("api.leases.forward", cb=silent)
+    await bare_nc.flush()
+    with pytest.raises(LeaseError) as caught:
+        await LeaseClient(bare_nc).forward("k", b"x", timeout_ms=100)
+    assert caught.value.kind == "timeout"
+    assert arrivals == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"not json",
+        b"[1, 2]",
+        b'{"held": true, "key": "k"}',
+        b'{"held": true, "key": "k", "holder": "h", "revision": "7", "acquired_at": "2026-10-18T12:00:00.000Z", "expires_at": "2026-10-18T12:00:05.000Z", "ttl_ms": 5000}',
+        b'{"held": true, "key": "k", "holder": "h", "revision": 7, "acquired_at": "yesterday", "expires_at": "2026-10-18T12:00:05.000Z", "ttl_ms": 5000}',
+        b'{"held": true, "key": "k", "holder": "h", "revision": -7, "acquired_at": "2026-10-18T12:00:00.000Z", "expires_at": "2026-10-18T12:00:05.000Z", "ttl_ms": 5000}',
+    ],
+    ids=["not-json", "not-an-object", "missing-fields", "revision-a-string", "time-not-rfc3339", "revision-negative"],
+)
+async def test_an_unreadable_reply_is_internal(bare_nc: NATS, body: bytes) -> None:
+    async def answer(msg: Msg) -> None:
+        await msg.respond(body)
+
+    await bare_nc.subscribe("api.leases.owner", cb=answer)
+    await bare_nc.flush()
+    with pytest.raises(LeaseError) as caught:
+        await LeaseClient(bare_nc).owner("k")
+    assert caught.value.kind == "internal"
+
+
+async def test_an_error_reply_keeps_its_kind_holder_and_revision(bare_nc: NATS) -> None:
+    reply = {"error": "the owner did not answer", "kind": "owner_timeout", "holder": "h-1", "revision": 42}
+
+    async def answer(msg: Msg) -> None:
+        await msg.respond(json.dumps(reply).encode())
+
+    await bare_nc.subscribe("api.leases.forward", cb=answer)
+    await bare_nc.flush()
+    with pytest.raises(LeaseError) as caught:
+        await LeaseClient(bare_nc).forward("k", b"x")
+    err = caught.value
+    assert (err.kind, err.message, err.holder, err.revision) == ("owner_timeout", "the owner did not answer", "h-1", 42)
+
+
+async def test_a_kind_this_library_does_not_know_is_kept_as_sent(bare_nc: NATS) -> None:
+    async def answer(msg: Msg) -> None:
+        await msg.respond(b'{"error": "new", "kind": "brand_new"}')
+
+    await bare_nc.subscribe("api.leases.acquire", cb=answer)
+    await bare_nc.flush()
+    with pytest.raises(LeaseError) as caught:
+        await LeaseClient(bare_nc).acquire("k", "h", 1000)
+    assert caught.value.kind == "brand_new"
+
+
+async def test_a_cancelled_call_leaves_no_request_behind(bare_nc: NATS) -> None:
+    arrivals = 0
+
+    async def silent(msg: Msg) -> None:
+        nonlocal arrivals
+        arrivals += 1
+
+    await bare_nc.subscribe("api.leases.owner", cb=silent)
+    await bare_nc.flush()
+    call = asyncio.ensure_future(LeaseClient(bare_nc, timeout=1.0).owner("k"))
+    await asyncio.sleep(0.1)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    # The copies scheduled at 0.5 s and 0.75 s never leave.
+    await asyncio.sleep(0.9)
+    await bare_nc.flush()
+    assert arrivals == 1
