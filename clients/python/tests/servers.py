@@ -10,12 +10,14 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
@@ -136,7 +138,7 @@ class Postgres:
 
     BIN = Path(os.environ.get("POSTGRES_BIN_DIR", "/usr/lib/postgresql/15/bin"))
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self) -> None:
         for tool in ("initdb", "postgres"):
             if not os.access(self.BIN / tool, os.X_OK):
                 pytest.fail(
@@ -144,20 +146,16 @@ class Postgres:
                     pytrace=False,
                 )
         self.port = free_port()
-        self.dir = workdir / f"pg-{self.port}"
+        # Its own directory in the system's temporary one, which any user
+        # can reach: postgres may run as another user than the tests.
+        self.dir = Path(tempfile.mkdtemp(prefix="dagnats-leases-pg-"))
         data = self.dir / "data"
-        self.dir.mkdir(parents=True)
         as_user: list[str] = []
         if os.geteuid() == 0:
             runuser = shutil.which("runuser")
             if runuser is None:
                 pytest.fail("running as root needs runuser to start postgres as nobody", pytrace=False)
             as_user = [runuser, "-u", "nobody", "--"]
-            # nobody must reach the directory: open the path's parents for traversal.
-            for parent in [self.dir, *self.dir.parents]:
-                if parent == Path("/"):
-                    break
-                parent.chmod(parent.stat().st_mode | 0o011)
             shutil.chown(self.dir, "nobody")
         init = subprocess.run(
             [*as_user, str(self.BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"],
@@ -170,15 +168,22 @@ class Postgres:
         argv += ["-k", str(self.dir), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]
         self.process = Process(argv, self.dir / "postgres.log.out")
         self.dsn = f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
-        within(START_DEADLINE, f"postgres listening on {self.port}", self._ready, self.process.log)
+        within(START_DEADLINE, f"postgres accepting connections on {self.port}", self._ready, self.process.log)
 
     def _ready(self) -> bool:
         if not self.process.alive():
             pytest.fail(f"postgres exited:\n{self.process.log.read_text(errors='replace')[-3000:]}", pytrace=False)
-        return _listening(self.port)
+        if not _listening(self.port):
+            return False
+        try:  # listening comes before accepting: "the database system is starting up"
+            psycopg.connect(self.dsn, connect_timeout=1).close()
+            return True
+        except psycopg.OperationalError:
+            return False
 
     def stop(self) -> None:
         """Stops the server: SIGINT is postgres's fast shutdown."""
         if self.process.alive():
             self.process.proc.send_signal(signal.SIGINT)
         self.process.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)

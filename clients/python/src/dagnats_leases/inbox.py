@@ -73,8 +73,7 @@ def check(subject: str, headers: dict[str, str] | None, payload: bytes, prefix: 
 class InboxServer:
     """A running owner inbox: `stop` it, or use it as ``async with``."""
 
-    def __init__(self, nc: NATS, sub: Subscription, handlers: set[asyncio.Task[None]]) -> None:
-        self._nc = nc
+    def __init__(self, sub: Subscription, handlers: set[asyncio.Task[None]]) -> None:
         self._sub = sub
         self._handlers = handlers
         self._stopped = False
@@ -84,15 +83,22 @@ class InboxServer:
         """The subscribed subject, ``dagnats.lease.inbox.<holder>.>``."""
         return self._sub.subject
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float | None = None) -> None:
         """Unsubscribes, then waits for the handlers already running to
-        answer. Idempotent."""
-        if self._stopped:
+        answer: all of them, or for ``grace`` seconds, after which those
+        still running are cancelled and their requests left unanswered.
+        Idempotent."""
+        if not self._stopped:
+            self._stopped = True
+            await self._sub.unsubscribe()
+        running = set(self._handlers)
+        if not running:
             return
-        self._stopped = True
-        await self._sub.unsubscribe()
-        if self._handlers:
-            await asyncio.wait(set(self._handlers))
+        _, late = await asyncio.wait(running, timeout=grace)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late)
 
     async def __aenter__(self) -> InboxServer:
         return self
@@ -140,4 +146,4 @@ async def serve_inbox(nc: NATS, holder: str, tenure: Tenure, handler: Handler) -
     sub = await nc.subscribe(prefix + ">", cb=on_request)
     # Subscribed at the server, not only queued, before the caller is told so.
     await nc.flush()
-    return InboxServer(nc, sub, handlers)
+    return InboxServer(sub, handlers)

@@ -1,0 +1,85 @@
+"""The README's quick start and the example program run as written, against
+the real gateway."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import Stack
+from dagnats_leases import FreeKey, Lease, LeaseClient
+
+PACKAGE = Path(__file__).parents[1]
+EXAMPLE = PACKAGE / "examples" / "leader.py"
+
+
+def readme_example(path: Path, name: str) -> str:
+    """The ```python block right after ``<!-- example: NAME -->`` in ``path``."""
+    found = re.search(rf"<!-- example: {name} -->\s*```python\n(.*?)```", path.read_text(), re.S)
+    assert found, f"no example {name!r} in {path}"
+    return found.group(1)
+
+
+async def run_top_level(source: str) -> dict[str, object]:
+    """Runs ``source`` as ``python -m asyncio`` would: top-level await allowed."""
+    code = compile(source, "<readme>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    scope: dict[str, object] = {}
+    result = eval(code, scope)
+    if asyncio.iscoroutine(result):
+        await result
+    return scope
+
+
+async def test_the_readme_quick_start_runs_and_leaves_the_key_free(
+    stack: Stack, client: LeaseClient, key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = readme_example(PACKAGE / "README.md", "quick-start")
+    assert len(source.strip().splitlines()) <= 6
+    source = source.replace("nats://127.0.0.1:4222", stack.url).replace('"notify-leader"', repr(key))
+    scope = await run_top_level(source)
+    printed = capsys.readouterr().out
+    assert re.fullmatch(r"leading at fence \d+\n", printed), printed
+    assert await client.owner(key) == FreeKey(held=False, key=key)
+    await scope["nc"].close()  # type: ignore[attr-defined]
+
+
+async def test_the_example_leads_answers_forwards_and_releases_on_sigterm(
+    stack: Stack, client: LeaseClient, key: str
+) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(EXAMPLE),
+        "--key",
+        key,
+        "--holder",
+        "replica-1",
+        "--ttl-ms",
+        "3000",
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "NATS_URL": stack.url},
+    )
+    assert proc.stdout is not None
+    try:
+        lines = [(await asyncio.wait_for(proc.stdout.readline(), 10)).decode() for _ in range(2)]
+        assert lines[0] == f"replica-1 waiting for {key}\n"
+        fence = int(re.fullmatch(r"leading at fence (\d+)\n", lines[1]).group(1))  # type: ignore[union-attr]
+        reply = await client.forward(key, b"ping", timeout_ms=2000)
+        assert reply.decode().startswith("replica-1 handled 'ping' at fence ")
+        owner = await client.owner(key)
+        assert isinstance(owner, Lease) and owner.holder == "replica-1" and owner.revision >= fence
+        proc.send_signal(signal.SIGTERM)
+        rest = (await asyncio.wait_for(proc.stdout.read(), 10)).decode()
+        assert rest == "not leading\nreleased\n"
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+        assert await client.owner(key) == FreeKey(held=False, key=key)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
