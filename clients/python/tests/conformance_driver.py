@@ -59,7 +59,7 @@ def wire_time(at: datetime) -> str:
     return at.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def lease_json(lease: Lease | Grant) -> Json:
+def lease_json(lease: Lease) -> Json:
     out: Json = {}
     if isinstance(lease, Grant):
         out["granted"] = lease.granted

@@ -37,17 +37,20 @@ class Stack:
         self.nats.stop()
 
 
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """The session's nats-server and gateway."""
-    workdir = tmp_path_factory.mktemp("stack")
+def start_stack(workdir: Path) -> Stack:
+    """A nats-server and a ready gateway on it; nothing left running on failure."""
     server = Nats(workdir)
     try:
-        gateway = Gateway(server.url, workdir)
+        return Stack(server, Gateway(server.url, workdir))
     except BaseException:
         server.stop()
         raise
-    both = Stack(server, gateway)
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The session's nats-server and gateway."""
+    both = start_stack(tmp_path_factory.mktemp("stack"))
     yield both
     both.stop()
 
@@ -55,13 +58,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 @pytest.fixture
 def own_stack(tmp_path: Path) -> Iterator[Stack]:
     """A nats-server and gateway for one test, which may stop them."""
-    server = Nats(tmp_path)
-    try:
-        gateway = Gateway(server.url, tmp_path)
-    except BaseException:
-        server.stop()
-        raise
-    both = Stack(server, gateway)
+    both = start_stack(tmp_path)
     yield both
     both.stop()
 

@@ -19,6 +19,7 @@ from nats.aio.msg import Msg
 
 from conftest import Stack
 from dagnats_leases import LeaseClient, LeaseError
+from waiting import eventually
 
 
 @pytest.fixture
@@ -26,6 +27,22 @@ async def bare_nc(bare_nats: Stack) -> AsyncIterator[NATS]:
     conn = await nats.connect(bare_nats.url)
     yield conn
     await conn.close()
+
+
+Arrival = tuple[float, dict[str, str] | None]
+
+
+async def unanswered(nc: NATS, subject: str) -> list[Arrival]:
+    """Subscribes to ``subject`` and answers nothing: the list fills with
+    each request's arrival time and headers."""
+    arrivals: list[Arrival] = []
+
+    async def record(msg: Msg) -> None:
+        arrivals.append((time.monotonic(), msg.headers))
+
+    await nc.subscribe(subject, cb=record)
+    await nc.flush()
+    return arrivals
 
 
 Call = Callable[[LeaseClient], Awaitable[Any]]
@@ -58,13 +75,7 @@ OUT_OF_BOUNDS: dict[str, Call] = {
 
 @pytest.mark.parametrize("case", sorted(OUT_OF_BOUNDS))
 async def test_out_of_bounds_input_is_invalid_and_nothing_is_sent(bare_nc: NATS, case: str) -> None:
-    seen: list[str] = []
-
-    async def record(msg: Msg) -> None:
-        seen.append(msg.subject)
-
-    await bare_nc.subscribe("api.leases.>", cb=record)
-    await bare_nc.flush()
+    seen = await unanswered(bare_nc, "api.leases.>")
     with pytest.raises(LeaseError) as caught:
         await OUT_OF_BOUNDS[case](LeaseClient(bare_nc))
     assert (caught.value.kind, caught.value.holder, caught.value.revision) == ("invalid", None, None)
@@ -90,13 +101,7 @@ async def test_a_closed_connection_is_unavailable(bare_nats: Stack) -> None:
 
 
 async def test_no_reply_in_time_is_timeout_after_copies_at_half_and_three_quarters(bare_nc: NATS) -> None:
-    arrivals: list[tuple[float, dict[str, str] | None]] = []
-
-    async def silent(msg: Msg) -> None:
-        arrivals.append((time.monotonic(), msg.headers))
-
-    await bare_nc.subscribe("api.leases.owner", cb=silent)
-    await bare_nc.flush()
+    arrivals = await unanswered(bare_nc, "api.leases.owner")
     started = time.monotonic()
     with pytest.raises(LeaseError) as caught:
         await LeaseClient(bare_nc, timeout=1.0).owner("k")
@@ -144,18 +149,11 @@ async def test_a_late_copy_answered_wins(bare_nc: NATS) -> None:
 
 
 async def test_forward_is_sent_once_however_late_its_reply(bare_nc: NATS) -> None:
-    arrivals = 0
-
-    async def silent(msg: Msg) -> None:
-        nonlocal arrivals
-        arrivals += 1
-
-    await bare_nc.subscribe("api.leases.forward", cb=silent)
-    await bare_nc.flush()
+    arrivals = await unanswered(bare_nc, "api.leases.forward")
     with pytest.raises(LeaseError) as caught:
         await LeaseClient(bare_nc).forward("k", b"x", timeout_ms=100)
     assert caught.value.kind == "timeout"
-    assert arrivals == 1
+    assert len(arrivals) == 1
 
 
 @pytest.mark.parametrize(
@@ -207,20 +205,14 @@ async def test_a_kind_this_library_does_not_know_is_kept_as_sent(bare_nc: NATS) 
 
 
 async def test_a_cancelled_call_leaves_no_request_behind(bare_nc: NATS) -> None:
-    arrivals = 0
-
-    async def silent(msg: Msg) -> None:
-        nonlocal arrivals
-        arrivals += 1
-
-    await bare_nc.subscribe("api.leases.owner", cb=silent)
-    await bare_nc.flush()
+    arrivals = await unanswered(bare_nc, "api.leases.owner")
+    started = time.monotonic()
     call = asyncio.ensure_future(LeaseClient(bare_nc, timeout=1.0).owner("k"))
-    await asyncio.sleep(0.1)
+    await eventually("the first copy", lambda: len(arrivals) == 1, deadline=0.4)
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
-    # The copies scheduled at 0.5 s and 0.75 s never leave.
-    await asyncio.sleep(0.9)
+    # Past the times the copies would have left (0.5 s and 0.75 s), none has.
+    await asyncio.sleep(started + 0.9 - time.monotonic())
     await bare_nc.flush()
-    assert arrivals == 1
+    assert len(arrivals) == 1

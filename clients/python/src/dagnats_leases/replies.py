@@ -36,19 +36,13 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True)
-class Grant:
-    """Reply to acquire, renew and transfer. ``granted: False`` is a normal
-    answer naming the current holder (and that lease's own fields)."""
+class Grant(Lease):
+    """Reply to acquire, renew and transfer: the lease, and whether it was
+    granted. ``granted: False`` is a normal answer naming the current
+    holder, with that lease's own fields. For a transfer, ``revision`` is
+    the new holder's tenure."""
 
     granted: bool
-    held: bool
-    key: str
-    holder: str
-    revision: int
-    """The fence. For a transfer, the new holder's tenure."""
-    acquired_at: datetime
-    expires_at: datetime
-    ttl_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,31 +115,25 @@ def _time(obj: dict[str, Any], name: str) -> datetime:
     return at.astimezone(timezone.utc)
 
 
+def _lease_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "held": _field(obj, "held", bool),
+        "key": _field(obj, "key", str),
+        "holder": _field(obj, "holder", str),
+        "revision": _revision(obj),
+        "acquired_at": _time(obj, "acquired_at"),
+        "expires_at": _time(obj, "expires_at"),
+        "ttl_ms": _field(obj, "ttl_ms", int),
+    }
+
+
 def _lease(obj: dict[str, Any]) -> Lease:
-    return Lease(
-        held=_field(obj, "held", bool),
-        key=_field(obj, "key", str),
-        holder=_field(obj, "holder", str),
-        revision=_revision(obj),
-        acquired_at=_time(obj, "acquired_at"),
-        expires_at=_time(obj, "expires_at"),
-        ttl_ms=_field(obj, "ttl_ms", int),
-    )
+    return Lease(**_lease_fields(obj))
 
 
 def grant(obj: dict[str, Any]) -> Grant:
     """A `Grant` from a decoded reply."""
-    lease = _lease(obj)
-    return Grant(
-        granted=_field(obj, "granted", bool),
-        held=lease.held,
-        key=lease.key,
-        holder=lease.holder,
-        revision=lease.revision,
-        acquired_at=lease.acquired_at,
-        expires_at=lease.expires_at,
-        ttl_ms=lease.ttl_ms,
-    )
+    return Grant(granted=_field(obj, "granted", bool), **_lease_fields(obj))
 
 
 def owner(obj: dict[str, Any]) -> Owner:
