@@ -19,15 +19,18 @@ export const PACKAGE_ROOT = fileURLToPath(new URL("../../../", import.meta.url))
 /** The repository's root. */
 export const REPO_ROOT = resolve(PACKAGE_ROOT, "../..");
 
+/** `path`, or a failure saying what to do when it does not exist. */
+export function required(path: string, hint: string): string {
+  if (!existsSync(path)) {
+    throw new Error(`${path} does not exist: ${hint}`);
+  }
+  return path;
+}
+
 /** The binary `variable` names, or the repository's default; throws when it is not there. */
 export function binary(variable: string, fallback: string): string {
   const path = process.env[variable] ?? resolve(REPO_ROOT, fallback);
-  if (!existsSync(path)) {
-    throw new Error(
-      `${path} does not exist: set ${variable} to the binary (scripts/clients/typescript prepare installs it)`,
-    );
-  }
-  return path;
+  return required(path, `set ${variable} to the binary (scripts/clients/typescript prepare installs it)`);
 }
 
 /** A free TCP port on 127.0.0.1. */
@@ -64,6 +67,8 @@ export class Child {
   readonly process: ChildProcess;
   output = "";
   readonly exited: Promise<number | null>;
+  #stdout = "";
+  #read = 0;
 
   constructor(command: string, args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}) {
     this.process = spawn(command, args, {
@@ -72,7 +77,10 @@ export class Child {
       stdio: ["pipe", "pipe", "pipe"],
     });
     running.add(this.process);
-    this.process.stdout?.on("data", (chunk: Buffer) => (this.output += chunk.toString()));
+    this.process.stdout?.on("data", (chunk: Buffer) => {
+      this.output += chunk.toString();
+      this.#stdout += chunk.toString();
+    });
     this.process.stderr?.on("data", (chunk: Buffer) => (this.output += chunk.toString()));
     this.exited = new Promise((done) => {
       this.process.once("exit", (code) => {
@@ -85,6 +93,31 @@ export class Child {
         done(null);
       });
     });
+  }
+
+  /** The next JSON line on stdout that `matches`, waited for up to `timeoutMs`. */
+  async nextJson<T>(matches: (line: T) => boolean, timeoutMs: number, what: string): Promise<T> {
+    return eventually(
+      () => {
+        const lines = this.#stdout.split("\n");
+        while (this.#read < lines.length - 1) {
+          const text = lines[this.#read++]!;
+          try {
+            const line = JSON.parse(text) as T;
+            if (matches(line)) return line;
+          } catch {
+            // not a JSON line: a log line of the child
+          }
+        }
+        return null;
+      },
+      { timeoutMs, what: () => `${what}: ${this.output}` },
+    );
+  }
+
+  /** Writes one line to the child's stdin. */
+  send(line: object): void {
+    this.process.stdin?.write(`${JSON.stringify(line)}\n`);
   }
 
   /** SIGSTOP: the process freezes, timers and all. */
