@@ -154,6 +154,8 @@ export class LeaseKeeper implements AsyncDisposable {
     this.ttlMs = checkTtl(options.ttlMs);
     this.wait = options.wait ?? true;
     this.#client = client;
+    // A connection closed for good wakes the loop, which then ends.
+    void client.nc.closed().then(() => this.#attention.notify());
     this.#done = this.#run();
   }
 
@@ -181,8 +183,9 @@ export class LeaseKeeper implements AsyncDisposable {
    * The fence, once this process may act as owner. Rejects with kind
    * `timeout` after `timeoutMs` (null or absent: no limit), with kind
    * `lost` when the keeper ends first (stopped, handed off, or, without
-   * `wait`, the key held by another, whom the error names), and with the
-   * signal's reason when `options.signal` aborts.
+   * `wait`, the key held by another, whom the error names), with kind
+   * `unavailable` when it ended because the NATS connection closed for
+   * good, and with the signal's reason when `options.signal` aborts.
    */
   waitOwner(timeoutMs?: number | null, options: { signal?: AbortSignal } = {}): Promise<number> {
     const fence = this.fence();
@@ -361,6 +364,10 @@ export class LeaseKeeper implements AsyncDisposable {
     let retry = RETRY_MIN_MS;
     let transferredAt: number | null = null;
     while (!this.#stopping) {
+      if (this.#client.nc.isClosed()) {
+        this.#endReason = new LeaseError("unavailable", "the NATS connection is closed");
+        return;
+      }
       // Subscribed before the acquire, so a release that lands while the
       // acquire is in flight still wakes us.
       const watch = this.#watchKey();
@@ -571,6 +578,9 @@ export class LeaseKeeper implements AsyncDisposable {
       }
       if (watch.woken !== null) {
         return watch.woken;
+      }
+      if (this.#client.nc.isClosed()) {
+        return "retry";
       }
       if (now() >= deadline) {
         return "retry";

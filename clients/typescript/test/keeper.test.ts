@@ -7,7 +7,8 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { LeaseKeeper, type Ownership } from "dagnats-leases";
+import { connect } from "@nats-io/transport-node";
+import { LeaseClient, LeaseKeeper, type Ownership } from "dagnats-leases";
 
 import { assertKind, rejection, withStack } from "./support/context.js";
 import { eventually, uniqueKey, within } from "./support/wait.js";
@@ -133,6 +134,17 @@ describe("LeaseKeeper", () => {
     assert.equal(err.revision, grant.revision);
     const owner = await context.leases.owner(key);
     assert.ok(owner.held && owner.holder === "holder-x");
+  });
+
+  test("a keeper whose connection closes for good ends, and waitOwner rejects with kind unavailable", async () => {
+    const key = uniqueKey("closed");
+    await context.leases.acquire(key, "holder-x", TTL);
+    const nc = await connect({ servers: context.stack.nats.url });
+    const keeper = LeaseKeeper.start(new LeaseClient(nc), { key, holder: "keeper-a", ttlMs: TTL });
+    const waiting = rejection(keeper.waitOwner());
+    await nc.close();
+    assertKind(await within(2_000, "the keeper's end", waiting), "unavailable");
+    await within(1_000, "the stop of an ended keeper", keeper.stop());
   });
 
   test("a waiting keeper takes the key over within 1 s of its release", async () => {
