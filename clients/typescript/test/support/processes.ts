@@ -69,6 +69,7 @@ export class Child {
   readonly exited: Promise<number | null>;
   #stdout = "";
   #read = 0;
+  readonly #unread: unknown[] = [];
 
   constructor(command: string, args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string } = {}) {
     this.process = spawn(command, args, {
@@ -95,24 +96,26 @@ export class Child {
     });
   }
 
-  /** The next JSON line on stdout that `matches`, waited for up to `timeoutMs`. */
+  /**
+   * The first JSON line on stdout that `matches` and no earlier call took,
+   * waited for up to `timeoutMs`; lines that do not match stay for later calls.
+   */
   async nextJson<T>(matches: (line: T) => boolean, timeoutMs: number, what: string): Promise<T> {
     return eventually(
       () => {
         const lines = this.#stdout.split("\n");
-        while (this.#read < lines.length - 1) {
-          const text = lines[this.#read++]!;
+        for (; this.#read < lines.length - 1; this.#read++) {
           try {
-            const line = JSON.parse(text) as T;
-            if (matches(line)) return line;
+            this.#unread.push(JSON.parse(lines[this.#read]!));
           } catch {
             // not a JSON line: a log line of the child
           }
         }
-        return null;
+        const found = this.#unread.findIndex((line) => matches(line as T));
+        return found < 0 ? null : { line: this.#unread.splice(found, 1)[0] as T };
       },
       { timeoutMs, what: () => `${what}: ${this.output}` },
-    );
+    ).then(({ line }) => line);
   }
 
   /** Writes one line to the child's stdin. */
