@@ -257,6 +257,8 @@ async def answer(driver: Driver, line: bytes) -> None:
         emit({"id": rid, "error": {"kind": err.kind, "message": str(err), "holder": None, "revision": None}})
     except (ValueError, KeyError, TypeError) as err:
         emit({"id": rid, "error": {"kind": "bad_request", "message": repr(err), "holder": None, "revision": None}})
+    except Exception as err:  # a library bug: answered, so the runner's report shows it
+        emit({"id": rid, "error": {"kind": "unexpected", "message": repr(err), "holder": None, "revision": None}})
 
 
 async def main() -> None:
