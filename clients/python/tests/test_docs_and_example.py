@@ -12,18 +12,22 @@ import sys
 from pathlib import Path
 
 import pytest
+from nats.aio.client import Client as NATS
 
 from conftest import Stack
 from dagnats_leases import FreeKey, Lease, LeaseClient
 
 PACKAGE = Path(__file__).parents[1]
 EXAMPLE = PACKAGE / "examples" / "leader.py"
+REPO_README = PACKAGE.parents[1] / "README.md"
+# The repository README's blocks leave imports out, as its other languages' do.
+IMPORTS = "import nats\nfrom dagnats_leases import LeaseClient, LeaseKeeper\n"
 
 
-def readme_example(path: Path, name: str) -> str:
-    """The ```python block right after ``<!-- example: NAME -->`` in ``path``."""
-    found = re.search(rf"<!-- example: {name} -->\s*```python\n(.*?)```", path.read_text(), re.S)
-    assert found, f"no example {name!r} in {path}"
+def python_block_after(path: Path, marker: str) -> str:
+    """The first ```python block after the line ``marker`` in ``path``."""
+    found = re.search(rf"{re.escape(marker)}\s*```python\n(.*?)```", path.read_text(), re.S)
+    assert found, f"no python block after {marker!r} in {path}"
     return found.group(1)
 
 
@@ -37,17 +41,27 @@ async def run_top_level(source: str) -> dict[str, object]:
     return scope
 
 
-async def test_the_readme_quick_start_runs_and_leaves_the_key_free(
-    stack: Stack, client: LeaseClient, key: str, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("readme", "marker", "prelude"),
+    [
+        (PACKAGE / "README.md", "<!-- example: quick-start -->", ""),
+        (REPO_README, "Python, [`clients/python`](clients/python):", IMPORTS),
+    ],
+    ids=["package-readme", "repository-readme"],
+)
+async def test_the_readme_example_runs_as_written_and_leaves_the_key_free(
+    stack: Stack, client: LeaseClient, key: str, capsys: pytest.CaptureFixture[str], readme: Path, marker: str, prelude: str
 ) -> None:
-    source = readme_example(PACKAGE / "README.md", "quick-start")
-    assert len(source.strip().splitlines()) <= 6
+    source = python_block_after(readme, marker)
+    assert len(source.strip().splitlines()) <= 7
     source = source.replace("nats://127.0.0.1:4222", stack.url).replace('"notify-leader"', repr(key))
-    scope = await run_top_level(source)
+    scope = await run_top_level(prelude + source)
     printed = capsys.readouterr().out
     assert re.fullmatch(r"leading at fence \d+\n", printed), printed
     assert await client.owner(key) == FreeKey(held=False, key=key)
-    await scope["nc"].close()  # type: ignore[attr-defined]
+    nc = scope["nc"]
+    assert isinstance(nc, NATS)
+    await nc.close()
 
 
 async def test_the_example_leads_answers_forwards_and_releases_on_sigterm(
