@@ -5,20 +5,18 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import os
 import re
 import signal
-import sys
 from pathlib import Path
 
 import pytest
 from nats.aio.client import Client as NATS
 
 from conftest import Stack
+from leader_process import leader
 from dagnats_leases import FreeKey, Lease, LeaseClient
 
 PACKAGE = Path(__file__).parents[1]
-EXAMPLE = PACKAGE / "examples" / "leader.py"
 REPO_README = PACKAGE.parents[1] / "README.md"
 # The repository README's blocks leave imports out, as its other languages' do.
 IMPORTS = "import nats\nfrom dagnats_leases import LeaseClient, LeaseKeeper\n"
@@ -67,20 +65,8 @@ async def test_the_readme_example_runs_as_written_and_leaves_the_key_free(
 async def test_the_example_leads_answers_forwards_and_releases_on_sigterm(
     stack: Stack, client: LeaseClient, key: str
 ) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(EXAMPLE),
-        "--key",
-        key,
-        "--holder",
-        "replica-1",
-        "--ttl-ms",
-        "3000",
-        stdout=asyncio.subprocess.PIPE,
-        env={**os.environ, "NATS_URL": stack.url},
-    )
-    assert proc.stdout is not None
-    try:
+    async with leader(stack.url, key, "replica-1", 3000) as proc:
+        assert proc.stdout is not None
         lines = [(await asyncio.wait_for(proc.stdout.readline(), 10)).decode() for _ in range(2)]
         assert lines[0] == f"replica-1 waiting for {key}\n"
         fence = int(re.fullmatch(r"leading at fence (\d+)\n", lines[1]).group(1))  # type: ignore[union-attr]
@@ -93,7 +79,3 @@ async def test_the_example_leads_answers_forwards_and_releases_on_sigterm(
         assert rest == "not leading\nreleased\n"
         assert await asyncio.wait_for(proc.wait(), 10) == 0
         assert await client.owner(key) == FreeKey(held=False, key=key)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()

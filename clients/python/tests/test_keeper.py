@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 import time
-from pathlib import Path
 
 import nats
 import pytest
@@ -18,9 +15,9 @@ from nats.aio.msg import Msg
 
 from conftest import Stack
 from dagnats_leases import NOT_OWNER, Lease, LeaseClient, LeaseError, LeaseKeeper, Ownership
+from leader_process import leader
 from waiting import eventually
 
-EXAMPLE = Path(__file__).parents[1] / "examples" / "leader.py"
 
 
 async def test_a_keeper_acquires_and_its_fence_is_its_tenure(client: LeaseClient, key: str) -> None:
@@ -215,20 +212,8 @@ async def test_wait_owner_before_start_is_a_usage_error(client: LeaseClient, key
 async def test_a_waiting_keeper_takes_over_within_ttl_and_a_second_of_the_holder_being_killed(
     stack: Stack, client: LeaseClient, key: str
 ) -> None:
-    holder = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(EXAMPLE),
-        "--key",
-        key,
-        "--holder",
-        "doomed",
-        "--ttl-ms",
-        "2000",
-        stdout=asyncio.subprocess.PIPE,
-        env={**os.environ, "NATS_URL": stack.url},
-    )
-    assert holder.stdout is not None
-    try:
+    async with leader(stack.url, key, "doomed", 2000) as holder:
+        assert holder.stdout is not None
         for _ in range(2):  # "waiting for", then "leading at fence N"
             await asyncio.wait_for(holder.stdout.readline(), 10)
         async with LeaseKeeper(client, key, "survivor", 2000) as waiting:
@@ -236,7 +221,3 @@ async def test_a_waiting_keeper_takes_over_within_ttl_and_a_second_of_the_holder
             killed = time.monotonic()
             await waiting.wait_owner(timeout=4)
             assert time.monotonic() - killed < 2.0 + 1.0
-    finally:
-        if holder.returncode is None:
-            holder.kill()
-        await holder.wait()
