@@ -6,7 +6,9 @@
 
 use dagnats_leases_wire::kind::{ErrorBody, Kind};
 
-/// A failed lease call, one variant per wire `kind` of contract.md section 4.
+/// A failed lease call, one variant per wire `kind` a lease operation can
+/// answer (docs/protocol.md, Error kinds). The HTTP front's own failures
+/// (401, 404, 405, 413) are the HTTP front's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum LeaseError {
     /// `invalid`: the body is not JSON, or a field is missing, mistyped or
@@ -35,7 +37,7 @@ pub(crate) enum LeaseError {
     #[error("nobody holds {0}")]
     NotHeld(String),
     /// `owner_unavailable` (forward): no responder on the owner's inbox,
-    /// after the retries the seed allows.
+    /// after the retries the protocol allows.
     #[error("{0}")]
     OwnerUnavailable(String),
     /// `owner_timeout` (forward): the owner did not answer in time. Never
@@ -54,19 +56,6 @@ pub(crate) enum LeaseError {
     /// owner hop.
     #[error("{0}")]
     PayloadTooLarge(String),
-    /// `unauthorized` (HTTP only): a missing or wrong bearer token.
-    #[error("{0}")]
-    Unauthorized(String),
-    /// `not_found` (HTTP only): no route has this path.
-    #[error("{0}")]
-    NotFound(String),
-    /// `method_not_allowed` (HTTP only): the path exists, the method does not.
-    #[error("{0}")]
-    MethodNotAllowed(String),
-    /// `body_too_large` (HTTP only): the request body is over the
-    /// gateway's limit, before anything reads it.
-    #[error("{0}")]
-    BodyTooLarge(String),
 }
 
 /// A failed forward: the error, and the owner dagnats last tried, if any.
@@ -141,16 +130,7 @@ impl LeaseError {
             LeaseError::OwnerRejected(_) => Kind::OwnerRejected,
             LeaseError::ReplyTooLarge(_) => Kind::ReplyTooLarge,
             LeaseError::PayloadTooLarge(_) => Kind::PayloadTooLarge,
-            LeaseError::Unauthorized(_) => Kind::Unauthorized,
-            LeaseError::NotFound(_) => Kind::NotFound,
-            LeaseError::MethodNotAllowed(_) => Kind::MethodNotAllowed,
-            LeaseError::BodyTooLarge(_) => Kind::BodyTooLarge,
         }
-    }
-
-    /// The HTTP status that goes with the kind (contract.md section 4).
-    pub(crate) fn http_status(&self) -> u16 {
-        self.kind().http_status()
     }
 
     /// Logs `cause` and returns [`LeaseError::Internal`], so the cause is

@@ -22,7 +22,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use super::leases::LeaseCore;
+use super::lease_core::LeaseCore;
 use super::ports::{Availability, HopOutcome, OwnerHop, Records, Snapshot, StoreError, Write};
 use dagnats_leases_wire::names::{HEADER_EVENT, HEADER_KV_OPERATION};
 use dagnats_leases_wire::record::{Entry, LeaseRecord, RECORD_VERSION, WriteEvent, decode_entry};

@@ -9,7 +9,7 @@
 use tokio::time::Instant;
 
 use super::error::{ForwardError, LeaseError, Tried};
-use super::leases::LeaseCore;
+use super::lease_core::LeaseCore;
 use super::ports::HopOutcome;
 use dagnats_leases_wire::reply::{Forwarded, Owner};
 use dagnats_leases_wire::request::{ForwardRequest, Payload};

@@ -5,7 +5,7 @@
 //! (`corrupt`), never a reason to answer no listing.
 
 use super::error::LeaseError;
-use super::leases::LeaseCore;
+use super::lease_core::LeaseCore;
 use super::ports::{Records, StoreError};
 use dagnats_leases_wire::change::ChangeKind;
 use dagnats_leases_wire::record::Entry;

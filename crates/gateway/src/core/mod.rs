@@ -1,26 +1,41 @@
-//! The lease core: the seed's operations, with no knowledge of transports.
+//! The lease core: the operations, with no knowledge of transports.
 //!
 //! Fronts decode a request into a wire request type (which can only hold
 //! valid input), call [`LeaseCore`], and encode the reply or the
 //! [`LeaseError`]. The core reaches the bucket and the owner hop only
 //! through the seams it owns in [`ports`] (`Records`, `OwnerHop`), so its
-//! decisions have unit tests over in-memory fakes (`fakes.rs`,
-//! `leases/tests.rs`, `forward/tests.rs`).
+//! decisions have unit tests over in-memory fakes (`fakes.rs`, `tests.rs`,
+//! `forward/tests.rs`).
+//!
+//! One file per operation (`acquire`, `renew`, `release`, `revoke`,
+//! `owner`, `transfer`, `list`, `forward`); the fencing rules that renew,
+//! release and transfer share in `fencing`; the record reads and writes
+//! and what the core learns from them in `records`, `known` and `written`;
+//! store failures become wire errors in `store_errors`, once.
 
+mod acquire;
 mod budget;
 mod error;
 #[cfg(test)]
 mod fakes;
+mod fencing;
 mod forward;
 mod known;
-mod leases;
+mod lease_core;
 mod list;
+mod owner;
 pub(crate) mod ports;
+mod records;
+mod release;
+mod renew;
+mod revoke;
+mod store_errors;
+#[cfg(test)]
+mod tests;
 mod transfer;
 mod written;
 
 pub(crate) use budget::ran_out;
-pub(crate) use dagnats_leases_wire::kind::ErrorBody;
 pub(crate) use error::{ForwardError, LeaseError};
-pub(crate) use leases::LeaseCore;
+pub(crate) use lease_core::LeaseCore;
 pub(crate) use list::ListBounds;

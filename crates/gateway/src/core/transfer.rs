@@ -7,8 +7,9 @@ use time::OffsetDateTime;
 
 use super::budget::within_budget;
 use super::error::LeaseError;
+use super::fencing::{clear_of_expiry, granted_again, lost};
 use super::known::Known;
-use super::leases::{LeaseCore, clear_of_expiry, granted_again, lost};
+use super::lease_core::LeaseCore;
 use super::ports::{Records, StoreError, Write};
 use dagnats_leases_wire::record::{Entry, LeaseRecord, RECORD_VERSION, WriteEvent};
 use dagnats_leases_wire::reply::Grant;

@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 
 use super::AppState;
 use super::error::ApiError;
-use crate::core::LeaseError;
+use dagnats_leases_wire::kind::Kind;
 
 /// A token as it is kept and compared: its SHA-256 digest, always 32 bytes.
 type TokenDigest = [u8; 32];
@@ -39,7 +39,7 @@ impl Tokens {
         }
     }
 
-    fn check(&self, headers: &HeaderMap, write: bool) -> Result<(), LeaseError> {
+    fn check(&self, headers: &HeaderMap, write: bool) -> Result<(), ApiError> {
         let accepted: Vec<&TokenDigest> = if write {
             self.write.iter().collect()
         } else if self.read.is_some() {
@@ -57,8 +57,9 @@ impl Tokens {
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
         let Some(presented) = presented else {
-            return Err(LeaseError::Unauthorized(
-                "this endpoint needs Authorization: Bearer <token>".into(),
+            return Err(ApiError::front(
+                Kind::Unauthorized,
+                "this endpoint needs Authorization: Bearer <token>",
             ));
         };
         // Every token is compared, so timing says nothing of which matched;
@@ -70,8 +71,9 @@ impl Tokens {
         if bool::from(matched) {
             Ok(())
         } else {
-            Err(LeaseError::Unauthorized(
-                "the bearer token is not valid here".into(),
+            Err(ApiError::front(
+                Kind::Unauthorized,
+                "the bearer token is not valid here",
             ))
         }
     }

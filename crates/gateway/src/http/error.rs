@@ -1,11 +1,14 @@
-//! How a failure leaves the HTTP front: the core's `{"error", "kind"}`
-//! body with the status its [`LeaseError`] owns. There is no other mapping.
+//! How a failure leaves the HTTP front: the `{"error", "kind"}` body of a
+//! core [`LeaseError`], or of the front's own failures (401, 404, 405,
+//! 413), with the status of its kind from the one table of kinds
+//! ([`Kind::http_status`]). There is no other mapping.
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::core::{ErrorBody, ForwardError, LeaseError};
+use crate::core::{ForwardError, LeaseError};
+use dagnats_leases_wire::kind::{ErrorBody, Kind};
 
 /// A failed HTTP call: the wire body and the status of its kind.
 #[derive(Debug)]
@@ -22,7 +25,7 @@ pub(crate) struct FailedKind(pub(crate) &'static str);
 impl From<LeaseError> for ApiError {
     fn from(err: LeaseError) -> Self {
         ApiError {
-            status: err.http_status(),
+            status: err.kind().http_status(),
             body: err.body(),
         }
     }
@@ -37,13 +40,27 @@ impl From<dagnats_leases_wire::request::Invalid> for ApiError {
 impl From<ForwardError> for ApiError {
     fn from(err: ForwardError) -> Self {
         ApiError {
-            status: err.error.http_status(),
+            status: err.error.kind().http_status(),
             body: err.body(),
         }
     }
 }
 
 impl ApiError {
+    /// A failure of the HTTP front itself: `unauthorized`, `not_found`,
+    /// `method_not_allowed` or `body_too_large`.
+    pub(crate) fn front(kind: Kind, error: impl Into<String>) -> Self {
+        ApiError {
+            status: kind.http_status(),
+            body: ErrorBody {
+                error: error.into(),
+                kind,
+                holder: None,
+                revision: None,
+            },
+        }
+    }
+
     /// `err`'s body with another status: only `/readyz`, where every reason
     /// for not being ready is a 503.
     pub(crate) fn with_status(status: u16, err: LeaseError) -> Self {

@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
 use crate::core::LeaseError;
+use dagnats_leases_wire::kind::Kind;
 use dagnats_leases_wire::request::decode_keyed;
 
 /// The `{key}` segment of the path, unchecked (the request type checks it,
@@ -85,12 +86,16 @@ impl<S: Send + Sync> FromRequest<S> for Body {
             .await
             .map_err(|err: BytesRejection| {
                 if err.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    LeaseError::BodyTooLarge(format!(
-                        "the request body is over the gateway's limit: {}",
-                        err.body_text()
-                    ))
+                    ApiError::front(
+                        Kind::BodyTooLarge,
+                        format!(
+                            "the request body is over the gateway's limit: {}",
+                            err.body_text()
+                        ),
+                    )
                 } else {
                     LeaseError::Invalid(format!("could not read the body: {}", err.body_text()))
+                        .into()
                 }
             })?;
         Ok(Body(bytes))

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
-use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
+use axum::http::{HeaderName, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -38,7 +38,9 @@ use tower_http::trace::TraceLayer;
 use crate::core::{LeaseCore, LeaseError};
 use crate::events::Events;
 use crate::metrics::{self, Front, Op};
+use crate::settings::HttpSettings;
 use auth::Tokens;
+use dagnats_leases_wire::kind::Kind;
 use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_HOLDER, HEADER_LAST_EVENT_ID};
 use error::{ApiError, FailedKind};
 
@@ -49,19 +51,6 @@ pub(crate) const BODY_LIMIT: usize = 12 * 1024 * 1024;
 
 /// Longest any request may take to answer: above forward's 30 s maximum.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(35);
-
-/// What the HTTP front takes from the settings.
-#[derive(Clone)]
-pub(crate) struct HttpSettings {
-    pub(crate) write_token: Option<String>,
-    pub(crate) read_token: Option<String>,
-    /// Browser origins allowed; empty means no CORS headers.
-    pub(crate) cors_origins: Vec<HeaderValue>,
-    /// Interval of heartbeat comments on idle event streams.
-    pub(crate) heartbeat: Duration,
-    /// Changes buffered per event-stream client before it is dropped.
-    pub(crate) sse_buffer: usize,
-}
 
 /// What every handler shares; cheap to clone.
 #[derive(Clone)]
@@ -150,11 +139,14 @@ pub(crate) async fn serve(listener: tokio::net::TcpListener, app: Router, stop: 
 }
 
 async fn not_found() -> ApiError {
-    LeaseError::NotFound("no such endpoint; see /docs".into()).into()
+    ApiError::front(Kind::NotFound, "no such endpoint; see /docs")
 }
 
 async fn method_not_allowed() -> ApiError {
-    LeaseError::MethodNotAllowed("this endpoint does not take that method; see /docs".into()).into()
+    ApiError::front(
+        Kind::MethodNotAllowed,
+        "this endpoint does not take that method; see /docs",
+    )
 }
 
 /// Counts every request by operation and outcome, through the same helper

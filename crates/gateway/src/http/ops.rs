@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::error::ApiError;
 use crate::cluster;
-use crate::core::{ErrorBody, LeaseError};
+use crate::core::LeaseError;
 use crate::metrics;
+use dagnats_leases_wire::kind::ErrorBody;
 
 /// `/healthz`, `/readyz` and `/metrics`.
 pub(crate) fn router() -> Router<AppState> {
@@ -52,7 +53,7 @@ pub(crate) async fn readyz(State(s): State<AppState>) -> Result<Json<Value>, Api
         other => other.into(),
     })?;
     let stream = cluster::stream(&s.client).await;
-    metrics::stream(&stream);
+    stream.record_metrics();
     if !stream.has_leader() {
         let why = stream.error.as_deref().unwrap_or("no leader elected");
         return Err(LeaseError::Unavailable(format!(
@@ -72,7 +73,7 @@ pub(crate) async fn render_metrics(State(s): State<AppState>) -> impl IntoRespon
     metrics::nats_connected(
         s.client.connection_state() == async_nats::connection::State::Connected,
     );
-    metrics::stream(&cluster::stream(&s.client).await);
+    cluster::stream(&s.client).await.record_metrics();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         s.metrics.render(),

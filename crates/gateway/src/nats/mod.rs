@@ -19,8 +19,9 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::core::{ErrorBody, LeaseCore, LeaseError, ListBounds, ran_out};
+use crate::core::{LeaseCore, LeaseError, ListBounds, ran_out};
 use crate::metrics::{self, Op};
+use dagnats_leases_wire::kind::ErrorBody;
 use dagnats_leases_wire::names::{
     HEADER_SERVICE_ERROR, HEADER_SERVICE_ERROR_CODE, HEADER_WAIT_MS, QUEUE_GROUP, SUBJECT_ACQUIRE,
     SUBJECT_FORWARD, SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW, SUBJECT_TRANSFER,

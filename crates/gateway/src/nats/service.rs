@@ -17,8 +17,8 @@ use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use super::SUBJECTS;
-use crate::core::ErrorBody;
 use crate::metrics::Op;
+use dagnats_leases_wire::kind::ErrorBody;
 use dagnats_leases_wire::names::{
     QUEUE_GROUP, SERVICE_DESCRIPTION, SERVICE_INFO_TYPE, SERVICE_NAME, SERVICE_PING_TYPE,
     SERVICE_STATS_TYPE, SERVICE_VERB_INFO, SERVICE_VERB_PING, SERVICE_VERB_STATS, service_subjects,

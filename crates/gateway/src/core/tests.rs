@@ -10,7 +10,9 @@ use time::OffsetDateTime;
 use futures::TryFutureExt;
 use futures::future::BoxFuture;
 
-use super::{EXPIRY_MARGIN, LeaseCore, MAX_ROUNDS};
+use super::LeaseCore;
+use super::fencing::EXPIRY_MARGIN;
+use super::lease_core::MAX_ROUNDS;
 use crate::core::LeaseError;
 use crate::core::budget::CALL_BUDGET;
 use crate::core::fakes::{self, FakeRecords, WriteScript, request};
@@ -743,7 +745,7 @@ fn a_written_lease_record_is_the_one_its_bytes_parse_to() {
     let at = time::macros::datetime!(2026-10-18 12:00:15.250_999_999 UTC);
     let holder = dagnats_leases_wire::request::HolderId::try_from("h".to_string()).unwrap();
     let ttl = dagnats_leases_wire::request::Ttl::try_from(3_000).unwrap();
-    let record = super::lease_record(&holder, ttl, at, at + Duration::from_nanos(1_500_001), 7);
+    let record = super::records::lease_record(&holder, ttl, at, at + Duration::from_nanos(1_500_001), 7);
     let body = serde_json::to_vec(&record).unwrap();
     let header = |name: &str| (name == HEADER_EVENT).then_some("renewed");
     let Ok(Entry::Held { record: parsed, .. }) = decode_entry(8, at, header, &body) else {

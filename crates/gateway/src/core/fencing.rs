@@ -1,0 +1,141 @@
+//! The fencing rules renew, release and transfer share: a write runs only
+//! while the caller holds the key at the fence it names, and a write that
+//! races the lease's expiry is refused, before it is sent and after it is
+//! acknowledged (docs/protocol.md, Storage: the leases bucket).
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use time::OffsetDateTime;
+
+use super::error::LeaseError;
+use super::known::Known;
+use super::lease_core::{LeaseCore, MAX_ROUNDS, contention};
+use super::ports::{Records, StoreError};
+use dagnats_leases_wire::record::{Entry, LeaseRecord};
+use dagnats_leases_wire::reply::Grant;
+use dagnats_leases_wire::request::{HolderId, Revision};
+
+/// How close to its expiry a lease may be renewed: beyond this, the renew
+/// could land after the server's expiry is due. It also absorbs clock skew
+/// between this gateway and the server.
+pub(super) const EXPIRY_MARGIN: Duration = Duration::from_millis(250);
+
+impl LeaseCore {
+    /// `write` runs only while `holder` holds `key` at `revision`, known
+    /// from this gateway's own writes and events (one round trip) or else
+    /// read through the leader. A retry whose first write already landed
+    /// gets `landed`'s answer; anything else is `lost`.
+    pub(super) async fn fenced<'a, T>(
+        &self,
+        bucket: &dyn Records,
+        key: &str,
+        holder: &HolderId,
+        revision: Revision,
+        write: impl Fn(Known) -> BoxFuture<'a, Result<T, StoreError>>,
+        landed: impl Fn(&Entry) -> Option<T>,
+    ) -> Result<T, LeaseError> {
+        if let Some(known) = self.known.at(key, revision.get()) {
+            if known.holder != holder.as_str() {
+                return Err(lost(key, holder, revision));
+            }
+            match write(known).await {
+                Err(StoreError::Conflict) => {}
+                done => return done.map_err(|err| self.store_error(err)),
+            }
+        }
+        for _ in 0..MAX_ROUNDS {
+            let entry = self.read(bucket, key).await?;
+            match &entry {
+                Some(Entry::Held {
+                    seq,
+                    record,
+                    stored_at,
+                    ..
+                }) if *seq == revision.get() && record.holder == holder.as_str() => {
+                    let held = Known::of(*seq, &record.lease(key, *seq, Some(*stored_at)));
+                    match write(held).await {
+                        Err(StoreError::Conflict) => continue,
+                        done => return done.map_err(|err| self.store_error(err)),
+                    }
+                }
+                Some(entry) => return landed(entry).ok_or_else(|| lost(key, holder, revision)),
+                None => return Err(lost(key, holder, revision)),
+            }
+        }
+        Err(contention(key))
+    }
+}
+
+/// The grant a retried call answers when its first write already landed
+/// as `record`, at `seq`.
+pub(super) fn granted_again(
+    key: &str,
+    seq: u64,
+    record: &LeaseRecord,
+    stored_at: OffsetDateTime,
+) -> Grant {
+    Grant {
+        granted: true,
+        lease: record.lease(key, seq, Some(stored_at)),
+    }
+}
+
+pub(super) fn lost(key: &str, holder: &HolderId, revision: Revision) -> LeaseError {
+    LeaseError::Lost(format!(
+        "{} does not hold {key} at revision {}: it expired, was released, was taken, or the revision is stale",
+        holder.as_str(),
+        revision.get()
+    ))
+}
+
+/// The last moment a write renewing (or moving) a lease due at
+/// `expires_at` may be sent.
+fn send_by(expires_at: OffsetDateTime) -> OffsetDateTime {
+    expires_at - EXPIRY_MARGIN
+}
+
+pub(super) fn too_late(expires_at: OffsetDateTime) -> bool {
+    OffsetDateTime::now_utc() >= send_by(expires_at)
+}
+
+/// A fenced `write` of a lease due to expire at `expires_at`, refused
+/// (`lost`) before it is sent and after it is acknowledged when it races
+/// that expiry: nats-server acknowledges a write that replaces a message
+/// whose TTL has run out but is not yet expired, then the overdue expiry's
+/// marker (a subject rollup) erases that write, so nobody may count on a
+/// write acknowledged that late; `undo` runs on it before the refusal.
+///
+/// `write` gets the moment after which it must not be sent: one that
+/// waited in this gateway's queue that long is never sent, and is `lost`.
+pub(super) async fn clear_of_expiry<T, W, U>(
+    what: &str,
+    (key, revision): (&str, u64),
+    expires_at: OffsetDateTime,
+    lost: impl Fn() -> LeaseError,
+    write: impl FnOnce(OffsetDateTime) -> W,
+    undo: impl FnOnce(T) -> U,
+) -> Result<Result<T, LeaseError>, StoreError>
+where
+    W: Future<Output = Result<T, StoreError>>,
+    U: Future<Output = ()>,
+{
+    if too_late(expires_at) {
+        return Ok(Err(lost()));
+    }
+    let done = match write(send_by(expires_at)).await {
+        Err(StoreError::TooLate) => return Ok(Err(lost())),
+        done => done?,
+    };
+    if too_late(expires_at) {
+        tracing::warn!(
+            key,
+            revision,
+            what,
+            "acknowledged after the lease was due to expire: answered lost"
+        );
+        undo(done).await;
+        return Ok(Err(lost()));
+    }
+    Ok(Ok(done))
+}

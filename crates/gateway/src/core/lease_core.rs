@@ -1,0 +1,91 @@
+//! [`LeaseCore`]: the handle every front shares, and what it knows besides
+//! the bucket (revisions it saw, records it wrote). The operations live in
+//! a file each (`acquire.rs`, `renew.rs`, ...).
+
+use std::sync::Arc;
+
+use super::error::LeaseError;
+use super::known::{Known, KnownRevisions};
+use super::ports::{Availability, OwnerHop, Records};
+use super::written::WrittenRecords;
+use dagnats_leases_wire::record::LeaseRecord;
+use dagnats_leases_wire::reply::Lease;
+
+/// How many compare-and-set rounds a call makes before it reports
+/// contention as `unavailable`. Each lost round means another writer
+/// landed, so the next read usually settles the answer.
+pub(super) const MAX_ROUNDS: usize = 4;
+
+/// The lease operations. Cheap to clone; every front shares one.
+#[derive(Clone)]
+pub(crate) struct LeaseCore {
+    pub(super) records: Arc<dyn Records>,
+    inbox: Arc<dyn OwnerHop>,
+    pub(super) known: Arc<KnownRevisions>,
+    pub(super) written: Arc<WrittenRecords>,
+}
+
+impl LeaseCore {
+    /// A core over the bucket's `records` that forwards through `inbox`.
+    pub(crate) fn new(records: Arc<dyn Records>, inbox: Arc<dyn OwnerHop>) -> Self {
+        LeaseCore {
+            records,
+            inbox,
+            known: Arc::default(),
+            written: Arc::default(),
+        }
+    }
+
+    /// Whether calls can be served now: `Ok`, or the error every call
+    /// would answer (`unavailable` or `unsupported`).
+    pub(crate) fn ready(&self) -> Result<(), LeaseError> {
+        match self.records.availability() {
+            Availability::Degraded(reason) => Err(unavailable(&reason)),
+            _ => self.bucket().map(|_| ()),
+        }
+    }
+
+    /// Learns from a change event that `key` is at `revision`: `lease` is
+    /// what was written there, or `None` when the key was freed. Another
+    /// gateway's write then costs this one no extra read on the next renew.
+    /// The bucket learns the revision too, so a bucket this gateway has
+    /// to create again starts above every write any gateway made.
+    pub(crate) fn observe(&self, key: &str, revision: u64, lease: Option<&Lease>) {
+        self.records.saw(revision);
+        match lease {
+            Some(lease) => self.known.remember(key, Known::of(revision, lease)),
+            None => self.known.freed(key, revision),
+        }
+    }
+
+    /// The record this gateway wrote to `key` as exactly `payload`, for
+    /// the change event of its own write (see `written.rs`).
+    pub(crate) fn take_written(&self, key: &str, payload: &[u8]) -> Option<LeaseRecord> {
+        self.written.take(key, payload)
+    }
+
+    pub(super) fn inbox(&self) -> &dyn OwnerHop {
+        &*self.inbox
+    }
+
+    /// The bucket, if calls can be served now.
+    pub(super) fn bucket(&self) -> Result<&dyn Records, LeaseError> {
+        match self.records.availability() {
+            Availability::Ready | Availability::Degraded(_) => Ok(&*self.records),
+            Availability::Unsupported { server_version } => {
+                Err(LeaseError::Unsupported { server_version })
+            }
+            Availability::Unavailable(reason) => Err(unavailable(&reason)),
+        }
+    }
+}
+
+/// What a call answers while the bucket cannot serve, and why.
+pub(super) fn unavailable(reason: &str) -> LeaseError {
+    LeaseError::Unavailable(format!("leases are unavailable: {reason}; retry later"))
+}
+
+/// What a call answers when every compare-and-set round lost.
+pub(super) fn contention(key: &str) -> LeaseError {
+    LeaseError::Unavailable(format!("{key} changed on every attempt; retry later"))
+}

@@ -1,0 +1,131 @@
+//! Renew: extend the lease to `ttl_ms` from now, if the caller holds it at
+//! the fence it names. The reply carries the new fence; the tenure (and
+//! `acquired_at`) stays.
+
+use futures::FutureExt;
+use time::OffsetDateTime;
+
+use super::budget::within_budget;
+use super::error::LeaseError;
+use super::fencing::{clear_of_expiry, granted_again, lost};
+use super::known::Known;
+use super::lease_core::LeaseCore;
+use super::ports::{Records, StoreError};
+use super::records::lease_record;
+use dagnats_leases_wire::record::{Entry, WriteEvent};
+use dagnats_leases_wire::reply::{Grant, Lease};
+use dagnats_leases_wire::request::RenewRequest;
+
+impl LeaseCore {
+    /// Extends the lease to `ttl_ms` from now, if the caller holds it at
+    /// `revision`.
+    pub(crate) async fn renew(&self, req: RenewRequest) -> Result<Grant, LeaseError> {
+        within_budget(async move {
+            let bucket = self.bucket()?;
+            let (key, revision) = (req.key.as_str(), req.revision.get());
+            let lost = || lost(key, &req.holder, req.revision);
+            let (bucket_ref, req_ref, lost_ref) = (bucket, &req, &lost);
+            let write = move |held: Known| {
+                let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
+                let renewed = move |send_by| self.renew_at(bucket, req, held.acquired_at, send_by);
+                // A late renew is withdrawn: nothing stays held in the name of
+                // a holder told it lost the lease. On a task of its own, so
+                // the call budget running out cannot stop it half done.
+                let withdraw = move |grant: Grant| {
+                    let (core, req) = (self.clone(), req.clone());
+                    let withdrawal = tokio::spawn(async move {
+                        let bucket = &*core.records;
+                        core.withdraw(bucket, &req, &grant.lease, held.expires_at)
+                            .await
+                    });
+                    async move {
+                        let _ = withdrawal.await;
+                    }
+                };
+                clear_of_expiry(
+                    "renew",
+                    (key, revision),
+                    held.expires_at,
+                    lost,
+                    renewed,
+                    withdraw,
+                )
+                .boxed()
+            };
+            // This very renew already landed and its reply was lost.
+            let landed = |entry: &Entry| match entry {
+                Entry::Held {
+                    seq,
+                    renewed: true,
+                    record,
+                    stored_at,
+                } if record.prev == revision && record.holder == req.holder.as_str() => {
+                    Some(Ok(granted_again(key, *seq, record, *stored_at)))
+                }
+                _ => None,
+            };
+            self.fenced(bucket, key, &req.holder, req.revision, write, landed)
+                .await?
+        })
+        .await
+    }
+
+    /// The renew's one write, sent no later than `send_by`.
+    async fn renew_at(
+        &self,
+        bucket: &dyn Records,
+        req: &RenewRequest,
+        acquired_at: OffsetDateTime,
+        send_by: OffsetDateTime,
+    ) -> Result<Grant, StoreError> {
+        let key = req.key.as_str();
+        let revision = req.revision.get();
+        let now = OffsetDateTime::now_utc();
+        let record = lease_record(&req.holder, req.ttl_ms, acquired_at, now, revision);
+        let event = WriteEvent::Renewed;
+        let seq = self
+            .write_lease(bucket, (key, revision), event, &record, Some(send_by))
+            .await?;
+        Ok(Grant {
+            granted: true,
+            lease: record.lease(key, seq, None),
+        })
+    }
+
+    /// Takes back a renew that was acknowledged too late to count on: a
+    /// compare-and-set purge of the renewed record at its own revision, so
+    /// nothing stays held in the name of a holder told it lost the lease,
+    /// and a retry of the same renew finds the tombstone and answers
+    /// `lost` too. If the server's expiry marker got there first the key
+    /// is free already; if the purge cannot be sent, the renewed record
+    /// stays until its TTL runs out, and the log says so.
+    ///
+    /// Not before `was_due`, the expiry of the lease it renewed: until
+    /// then the holder, not yet told, is still entitled by its last grant,
+    /// so the key must not be free for another holder to take
+    /// (docs/fault-runs.md has the run that found it).
+    async fn withdraw(
+        &self,
+        bucket: &dyn Records,
+        req: &RenewRequest,
+        renewed: &Lease,
+        was_due: OffsetDateTime,
+    ) {
+        let early = was_due - OffsetDateTime::now_utc();
+        tokio::time::sleep(early.try_into().unwrap_or_default()).await;
+        let key = req.key.as_str();
+        let (holder, revision) = (req.holder.as_str(), renewed.revision);
+        match self
+            .release_at(bucket, key, holder, revision, renewed.ttl_ms, true)
+            .await
+        {
+            Ok(_) | Err(StoreError::Conflict) => {}
+            Err(err) => tracing::warn!(
+                key,
+                revision,
+                ?err,
+                "could not withdraw a renew acknowledged too late: it stays until its TTL runs out"
+            ),
+        }
+    }
+}
