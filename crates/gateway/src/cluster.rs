@@ -15,6 +15,7 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use crate::metrics;
 use crate::nats::service::{Instance, VERSION};
 use dagnats_leases_wire::names::{SERVICE_VERB_PING, STREAM, service_subjects};
 use dagnats_leases_wire::service::PingResponse;
@@ -101,6 +102,20 @@ impl StreamView {
     /// Whether the stream has a leader, hence can serve.
     pub fn has_leader(&self) -> bool {
         self.leader.is_some()
+    }
+
+    /// Sets the stream's gauges to this view.
+    pub fn record_metrics(&self) {
+        let replicas: Vec<_> = self
+            .replicas
+            .iter()
+            .map(|replica| metrics::ReplicaGauge {
+                name: &replica.name,
+                lag: replica.lag,
+                current: replica.current,
+            })
+            .collect();
+        metrics::stream(self.has_leader(), &replicas);
     }
 
     fn unreadable(error: String) -> Self {

@@ -187,20 +187,27 @@ pub(crate) fn nats_connected(connected: bool) {
     metrics::gauge!("dagnats_nats_connected").set(if connected { 1.0 } else { 0.0 });
 }
 
+/// One replica of the stream as last read.
+pub(crate) struct ReplicaGauge<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) lag: u64,
+    pub(crate) current: bool,
+}
+
 /// The stream as last read: whether it has a leader (1) or not (0), and
 /// each replica's lag and whether it is current, by replica name. A
 /// replica seen before and missing now (no leader lists it) is not current.
-pub fn stream(view: &crate::cluster::StreamView) {
+pub(crate) fn stream(has_leader: bool, replicas: &[ReplicaGauge<'_>]) {
     static SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
-    metrics::gauge!("dagnats_stream_has_leader").set(if view.has_leader() { 1.0 } else { 0.0 });
+    metrics::gauge!("dagnats_stream_has_leader").set(if has_leader { 1.0 } else { 0.0 });
     let mut seen = SEEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     for name in seen.iter() {
-        if !view.replicas.iter().any(|r| &r.name == name) {
+        if !replicas.iter().any(|r| r.name == name) {
             metrics::gauge!("dagnats_stream_replica_current", "replica" => name.clone()).set(0.0);
         }
     }
-    for replica in &view.replicas {
-        let name = replica.name.clone();
+    for replica in replicas {
+        let name = replica.name.to_string();
         metrics::gauge!("dagnats_stream_replica_lag", "replica" => name.clone())
             .set(replica.lag as f64);
         metrics::gauge!("dagnats_stream_replica_current", "replica" => name.clone())
