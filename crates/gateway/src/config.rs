@@ -10,8 +10,7 @@ use std::time::Duration;
 use axum::http::HeaderValue;
 use clap::{Args, ValueEnum};
 
-use crate::http::HttpSettings;
-use crate::store::{BucketSettings, Coalescing};
+use crate::settings::{BucketSettings, Coalescing, HttpSettings};
 
 /// How long the server keeps the marker of an expired lease.
 const MARKER_TTL: Duration = Duration::from_secs(5);

@@ -29,12 +29,12 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::ports::{Availability, Records, Snapshot, StoreError, Write};
+use crate::settings::BucketSettings;
 use bucket::Bucket;
 use dagnats_leases_wire::record::Entry;
 use jsapi::JetStream;
 use provision::Provisioned;
-pub(crate) use provision::{BucketSettings, Refusal};
-pub(crate) use publisher::Coalescing;
+pub(crate) use provision::Refusal;
 use publisher::Publisher;
 
 /// What the provisioner last found: a bucket handle while it is ready or

@@ -14,12 +14,10 @@
 //! the last one started wins. A scale the server refuses (3 replicas on
 //! one server) is logged and the stream serves at its replicas.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
 use super::jsapi::{JetStream, code};
-use super::publisher::Coalescing;
+use crate::settings::BucketSettings;
 use dagnats_leases_wire::names::{BUCKET, CHANGED_PREFIX, KEY_SUBJECTS, STREAM};
 
 /// First server version with per-message TTL.
@@ -27,20 +25,6 @@ pub(crate) const MIN_SERVER_VERSION: (u64, u64) = (2, 11);
 
 /// First server version with atomic batch publish (ADR-50).
 const ATOMIC_BATCH_VERSION: (u64, u64) = (2, 12);
-
-/// What the bucket must look like.
-#[derive(Debug, Clone)]
-pub(crate) struct BucketSettings {
-    /// Replicas for a new bucket; `Some` also scales an existing one, once,
-    /// when the gateway starts (see the module's doc).
-    pub(crate) replicas: Option<usize>,
-    /// How long the server keeps the marker it writes when a lease expires.
-    pub(crate) marker_ttl: Duration,
-    /// How often a ready bucket is checked again.
-    pub(crate) recheck: Duration,
-    /// How publishes are coalesced into atomic batches.
-    pub(crate) coalescing: Coalescing,
-}
 
 /// Where provisioning got to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -335,16 +319,18 @@ fn replicas(config: &Value) -> u64 {
     config["num_replicas"].as_u64().unwrap_or(1)
 }
 
-/// Settings' coalescing in the tests of this module.
-#[cfg(test)]
-const COALESCING: Coalescing = Coalescing {
-    in_flight: 4,
-    max_batch: 128,
-};
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::settings::Coalescing;
+
+    /// Settings' coalescing in the tests of this module.
+    pub(super) const COALESCING: Coalescing = Coalescing {
+        in_flight: 4,
+        max_batch: 128,
+    };
 
     #[test]
     fn parses_server_versions() {
@@ -397,6 +383,9 @@ mod tests {
 
 #[cfg(test)]
 mod replicas_tests {
+    use std::time::Duration;
+
+    use super::tests::COALESCING;
     use super::*;
 
     fn settings(replicas: usize) -> BucketSettings {

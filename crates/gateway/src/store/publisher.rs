@@ -35,6 +35,7 @@ use time::OffsetDateTime;
 use tokio::sync::oneshot;
 
 use super::jsapi::{ApiError, Failure, JetStream, TIMEOUT};
+use crate::settings::Coalescing;
 
 /// Sends in flight at most, counting those a full batch adds beside the
 /// `in_flight` ones: few enough that two gateways stay far below the
@@ -50,17 +51,6 @@ pub(super) struct Publish {
     pub(super) headers: HeaderMap,
     pub(super) body: Bytes,
     pub(super) send_by: Option<OffsetDateTime>,
-}
-
-/// How publishes are coalesced into atomic batches.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Coalescing {
-    /// Sends (single publishes or batches) awaiting their answer before
-    /// the next publishes wait to be batched.
-    pub(crate) in_flight: usize,
-    /// The most messages one batch carries (the server's limit is 1,000).
-    /// Once this many wait, a batch leaves beside those in flight.
-    pub(crate) max_batch: usize,
 }
 
 /// Sends publishes and returns each one's acknowledgement body.
