@@ -745,7 +745,8 @@ fn a_written_lease_record_is_the_one_its_bytes_parse_to() {
     let at = time::macros::datetime!(2026-10-18 12:00:15.250_999_999 UTC);
     let holder = dagnats_leases_wire::request::HolderId::try_from("h".to_string()).unwrap();
     let ttl = dagnats_leases_wire::request::Ttl::try_from(3_000).unwrap();
-    let record = super::records::lease_record(&holder, ttl, at, at + Duration::from_nanos(1_500_001), 7);
+    let record =
+        super::records::lease_record(&holder, ttl, at, at + Duration::from_nanos(1_500_001), 7);
     let body = serde_json::to_vec(&record).unwrap();
     let header = |name: &str| (name == HEADER_EVENT).then_some("renewed");
     let Ok(Entry::Held { record: parsed, .. }) = decode_entry(8, at, header, &body) else {
