@@ -14,7 +14,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from conftest import Stack
-from dagnats_leases import NOT_OWNER, Lease, LeaseClient, LeaseError, LeaseKeeper, Ownership
+from dagnats_leases import NOT_OWNER, FreeKey, Lease, LeaseClient, LeaseError, LeaseKeeper, Ownership
 from leader_process import leader
 from waiting import eventually
 
@@ -221,3 +221,20 @@ async def test_a_waiting_keeper_takes_over_within_ttl_and_a_second_of_the_holder
             killed = time.monotonic()
             await waiting.wait_owner(timeout=4)
             assert time.monotonic() - killed < 2.0 + 1.0
+
+
+async def test_cancelling_the_task_inside_async_with_releases_the_lease(client: LeaseClient, key: str) -> None:
+    leading = asyncio.Event()
+
+    async def lead() -> None:
+        async with LeaseKeeper(client, key, "holder-a", 3000) as keeper:
+            await keeper.wait_owner(timeout=5)
+            leading.set()
+            await asyncio.Event().wait()  # work until cancelled
+
+    task = asyncio.ensure_future(lead())
+    await asyncio.wait_for(leading.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await client.owner(key) == FreeKey(held=False, key=key)
