@@ -84,6 +84,11 @@ class _HandOff:
     to: str
     reply: asyncio.Future[Grant]
 
+    def refuse(self, err: LeaseError) -> None:
+        """Answers ``err``, unless the asker has gone (its future cancelled)."""
+        if not self.reply.done():
+            self.reply.set_exception(err)
+
 
 def _not_the_owner() -> LeaseError:
     return LeaseError(LOST, "this keeper does not hold the lease")
@@ -239,7 +244,7 @@ class LeaseKeeper:
                 watcher.put_nowait(None)
             self._watchers.clear()
             while not self._hand_offs.empty():
-                self._hand_offs.get_nowait().reply.set_exception(_not_the_owner())
+                self._hand_offs.get_nowait().refuse(_not_the_owner())
 
     async def _wait(
         self, until: float | None, call: asyncio.Future[Any] | None = None, hand_offs: bool = False
@@ -264,7 +269,7 @@ class LeaseKeeper:
             request: _HandOff = get.result()
             if not self._stopping.is_set():
                 return request
-            request.reply.set_exception(_not_the_owner())
+            request.refuse(_not_the_owner())
         if self._stopping.is_set():
             return _Woke.STOP
         if call is not None and call.done():
@@ -345,7 +350,7 @@ class LeaseKeeper:
             finally:
                 woken.cancel()
             if isinstance(woke, _HandOff):
-                woke.reply.set_exception(_not_the_owner())
+                woke.refuse(_not_the_owner())
                 continue
             return woke
 
@@ -442,8 +447,7 @@ class LeaseKeeper:
             if not err.lost:
                 _log.info("hand-off of %s to %s failed (%s); releasing", self._key, request.to, err)
                 await self._release(fence)
-            if not request.reply.done():
-                request.reply.set_exception(err)
+            request.refuse(err)
             return
         if not request.reply.done():
             request.reply.set_result(grant)
