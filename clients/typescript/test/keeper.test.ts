@@ -84,6 +84,20 @@ describe("LeaseKeeper", () => {
     assert.deepEqual(await context.leases.owner(key), { held: false, key });
   });
 
+  test("an exception thrown in an await using scope still stops the keeper and releases", async () => {
+    const key = uniqueKey("throwing");
+    const boom = new Error("boom");
+    const thrown = await rejection(
+      (async () => {
+        await using keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL });
+        await keeper.waitOwner(5_000);
+        throw boom;
+      })(),
+    );
+    assert.equal(thrown, boom);
+    assert.deepEqual(await context.leases.owner(key), { held: false, key });
+  });
+
   test("waitOwner rejects with kind timeout when the key stays held by another", async () => {
     const key = uniqueKey("held");
     await context.leases.acquire(key, "holder-x", TTL);
