@@ -22,6 +22,9 @@ import (
 var shared *testenv.Env
 
 func TestMain(m *testing.M) {
+	if os.Getenv(fencedHolderEnv) != "" {
+		os.Exit(runFencedHolder())
+	}
 	var err error
 	shared, err = testenv.StartEnv(freePort(), freePort())
 	if err != nil {
