@@ -47,14 +47,19 @@ func checkPrefix(prefix string) error {
 	return checkName("prefix", prefix)
 }
 
-// ttlMillis is the wire's ttl_ms for ttl, if ttl is a whole number of
-// seconds within bounds.
-func ttlMillis(ttl time.Duration) (uint64, error) {
-	if ttl < MinTTL || ttl > MaxTTL || ttl%time.Second != 0 {
-		return 0, invalidf("ttl_ms must be a whole number of seconds from %d to %d, got %v",
-			MinTTL.Milliseconds(), MaxTTL.Milliseconds(), ttl)
+// millisWithin is d as the wire's milliseconds, if d is a whole number of
+// units from lo to hi; field and unitName word the refusal.
+func millisWithin(field string, d, lo, hi, unit time.Duration, unitName string) (uint64, error) {
+	if d < lo || d > hi || d%unit != 0 {
+		return 0, invalidf("%s must be a whole number of %s from %d to %d, got %v",
+			field, unitName, lo.Milliseconds(), hi.Milliseconds(), d)
 	}
-	return uint64(ttl.Milliseconds()), nil
+	return uint64(d.Milliseconds()), nil
+}
+
+// ttlMillis is the wire's ttl_ms for ttl: whole seconds within bounds.
+func ttlMillis(ttl time.Duration) (uint64, error) {
+	return millisWithin("ttl_ms", ttl, MinTTL, MaxTTL, time.Second, "seconds")
 }
 
 func checkRevision(revision uint64) error {
@@ -66,11 +71,7 @@ func checkRevision(revision uint64) error {
 
 // forwardMillis is the wire's timeout_ms for a forward bounded by timeout.
 func forwardMillis(timeout time.Duration) (uint64, error) {
-	if timeout < MinForwardTimeout || timeout > MaxForwardTimeout || timeout%time.Millisecond != 0 {
-		return 0, invalidf("timeout_ms must be a whole number of milliseconds from %d to %d, got %v",
-			MinForwardTimeout.Milliseconds(), MaxForwardTimeout.Milliseconds(), timeout)
-	}
-	return uint64(timeout.Milliseconds()), nil
+	return millisWithin("timeout_ms", timeout, MinForwardTimeout, MaxForwardTimeout, time.Millisecond, "milliseconds")
 }
 
 func checkLimit(limit int) error {

@@ -22,10 +22,7 @@ func TestAcquireGrantsAFreeKeyWithEveryFieldOfTheWire(t *testing.T) {
 	t.Parallel()
 	c, key := newClient(t), uniqueKey(t)
 	before := time.Now()
-	grant, err := c.Acquire(ctxFor(t, 5*time.Second), key, "holder-a", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	grant := acquired(t, c, key, "holder-a")
 	if !grant.Granted || !grant.Held || grant.Key != key || grant.Holder != "holder-a" || grant.TTLMs != 3000 {
 		t.Fatalf("unexpected grant %+v", grant)
 	}
@@ -43,12 +40,8 @@ func TestAcquireGrantsAFreeKeyWithEveryFieldOfTheWire(t *testing.T) {
 func TestAcquireOfAHeldKeyIsNotGrantedAndNamesTheHolder(t *testing.T) {
 	t.Parallel()
 	c, key := newClient(t), uniqueKey(t)
-	ctx := ctxFor(t, 10*time.Second)
-	first, err := c.Acquire(ctx, key, "holder-a", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := c.Acquire(ctx, key, "holder-b", ttl)
+	first := acquired(t, c, key, "holder-a")
+	other, err := c.Acquire(ctxFor(t, 5*time.Second), key, "holder-b", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,15 +53,8 @@ func TestAcquireOfAHeldKeyIsNotGrantedAndNamesTheHolder(t *testing.T) {
 func TestAcquireByTheHolderAgainReturnsItsLeaseUnchanged(t *testing.T) {
 	t.Parallel()
 	c, key := newClient(t), uniqueKey(t)
-	ctx := ctxFor(t, 10*time.Second)
-	first, err := c.Acquire(ctx, key, "holder-a", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := c.Acquire(ctx, key, "holder-a", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := acquired(t, c, key, "holder-a")
+	again := acquired(t, c, key, "holder-a")
 	if again != first {
 		t.Fatalf("a repeated acquire changed the lease: %+v, then %+v", first, again)
 	}
@@ -78,10 +64,7 @@ func TestRenewRaisesTheFenceAndKeepsTheTenure(t *testing.T) {
 	t.Parallel()
 	c, key := newClient(t), uniqueKey(t)
 	ctx := ctxFor(t, 10*time.Second)
-	first, err := c.Acquire(ctx, key, "holder-a", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := acquired(t, c, key, "holder-a")
 	renewed, err := c.Renew(ctx, key, "holder-a", first.Revision, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -95,10 +78,7 @@ func TestRenewAtAStaleFenceIsLost(t *testing.T) {
 	t.Parallel()
 	c, key := newClient(t), uniqueKey(t)
 	ctx := ctxFor(t, 10*time.Second)
-	first, err := c.Acquire(ctx, key, "holder-a", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first := acquired(t, c, key, "holder-a")
 	// Two renewals: a retry of the first alone would get its answer again.
 	second, err := c.Renew(ctx, key, "holder-a", first.Revision, ttl)
 	if err != nil {
@@ -118,10 +98,7 @@ func TestReleaseFreesTheKey(t *testing.T) {
 	t.Parallel()
 	c, key := newClient(t), uniqueKey(t)
 	ctx := ctxFor(t, 10*time.Second)
-	grant, err := c.Acquire(ctx, key, "holder-a", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	grant := acquired(t, c, key, "holder-a")
 	released, err := c.Release(ctx, key, "holder-a", grant.Revision)
 	if err != nil {
 		t.Fatal(err)
@@ -138,9 +115,7 @@ func TestReleaseFreesTheKey(t *testing.T) {
 		t.Fatalf("owner of a released key: %+v", owner)
 	}
 	// Once another holder took the key, the old fence releases nothing.
-	if _, err := c.Acquire(ctx, key, "holder-b", ttl); err != nil {
-		t.Fatal(err)
-	}
+	acquired(t, c, key, "holder-b")
 	_, err = c.Release(ctx, key, "holder-a", grant.Revision)
 	wantKind(t, err, leases.KindLost)
 }
@@ -149,10 +124,7 @@ func TestOwnerReportsTheHeldLease(t *testing.T) {
 	t.Parallel()
 	c, key := newClient(t), uniqueKey(t)
 	ctx := ctxFor(t, 10*time.Second)
-	grant, err := c.Acquire(ctx, key, "holder-a", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	grant := acquired(t, c, key, "holder-a")
 	owner, err := c.Owner(ctx, key)
 	if err != nil {
 		t.Fatal(err)
@@ -166,10 +138,7 @@ func TestTransferMakesTheOtherHolderOwnerAtAHigherFence(t *testing.T) {
 	t.Parallel()
 	c, key := newClient(t), uniqueKey(t)
 	ctx := ctxFor(t, 10*time.Second)
-	grant, err := c.Acquire(ctx, key, "holder-a", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	grant := acquired(t, c, key, "holder-a")
 	moved, err := c.Transfer(ctx, key, "holder-a", grant.Revision, "holder-b", 4*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -186,9 +155,7 @@ func TestListPagesThroughTheHeldLeasesByKey(t *testing.T) {
 	c, prefix := newClient(t), uniqueKey(t)
 	ctx := ctxFor(t, 10*time.Second)
 	for _, suffix := range []string{"-c", "-a", "-b"} {
-		if _, err := c.Acquire(ctx, prefix+suffix, "holder-a", ttl); err != nil {
-			t.Fatal(err)
-		}
+		acquired(t, c, prefix+suffix, "holder-a")
 	}
 	page, err := c.List(ctx, prefix, leases.WithLimit(2))
 	if err != nil {
@@ -260,6 +227,16 @@ func TestOutOfBoundsInputIsInvalidAndNothingIsSent(t *testing.T) {
 	}
 }
 
+// silent stands a gateway that never answers on subject, a plain
+// subscriber on a nats-server of its own; it returns a client of that
+// server and the requests the stand-in received.
+func silent(t *testing.T, subject string, opts ...leases.ClientOption) (*leases.Client, chan *nats.Msg) {
+	t.Helper()
+	alone := testenv.StartNATS(t)
+	received := spy(t, alone.Connect(t), subject)
+	return leases.NewClient(alone.Connect(t), opts...), received
+}
+
 func TestNoGatewayIsUnavailable(t *testing.T) {
 	t.Parallel()
 	alone := testenv.StartNATS(t)
@@ -274,9 +251,7 @@ func TestNoGatewayIsUnavailable(t *testing.T) {
 // A gateway that never answers, stood in for by a silent subscriber.
 func TestNoReplyWithinTheTimeoutIsTimeout(t *testing.T) {
 	t.Parallel()
-	alone := testenv.StartNATS(t)
-	spy(t, alone.Connect(t), leases.SubjectOwner)
-	c := leases.NewClient(alone.Connect(t), leases.WithTimeout(400*time.Millisecond))
+	c, _ := silent(t, leases.SubjectOwner, leases.WithTimeout(400*time.Millisecond))
 	started := time.Now()
 	_, err := c.Owner(context.Background(), "k")
 	took := time.Since(started)
@@ -288,9 +263,7 @@ func TestNoReplyWithinTheTimeoutIsTimeout(t *testing.T) {
 
 func TestACancelledCallIsTimeoutAndWrapsTheContextsError(t *testing.T) {
 	t.Parallel()
-	alone := testenv.StartNATS(t)
-	spy(t, alone.Connect(t), leases.SubjectAcquire)
-	c := leases.NewClient(alone.Connect(t))
+	c, _ := silent(t, leases.SubjectAcquire)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	started := time.Now()
@@ -359,9 +332,7 @@ func TestALateCallIsCopiedAtHalfItsTimeoutAndTheCopyAnswers(t *testing.T) {
 
 func TestAForwardIsNeverSentTwice(t *testing.T) {
 	t.Parallel()
-	alone := testenv.StartNATS(t)
-	sent := spy(t, alone.Connect(t), leases.SubjectForward)
-	c := leases.NewClient(alone.Connect(t))
+	c, sent := silent(t, leases.SubjectForward)
 	_, err := c.Forward(context.Background(), "k", []byte("once"), 100*time.Millisecond)
 	wantKind(t, err, leases.KindTimeout)
 	if n := len(sent); n != 1 {

@@ -17,13 +17,19 @@ import (
 // the test servers' address when go test runs them.
 var natsURL = nats.DefaultURL
 
-// A leader: keep the lease, act only while Fence says so, and send the
-// fence with every write.
-func ExampleStartKeeper() {
+// mustConnect connects to NATS as a service does at start-up.
+func mustConnect() *nats.Conn {
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		panic(err)
 	}
+	return nc
+}
+
+// A leader: keep the lease, act only while Fence says so, and send the
+// fence with every write.
+func ExampleStartKeeper() {
+	nc := mustConnect()
 	defer nc.Close()
 	ctx := context.Background()
 
@@ -37,10 +43,7 @@ func ExampleStartKeeper() {
 }
 
 func ExampleClient_Acquire() {
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		panic(err)
-	}
+	nc := mustConnect()
 	defer nc.Close()
 	ctx := context.Background()
 	client := leases.NewClient(nc, leases.WithTimeout(2*time.Second))
@@ -66,10 +69,7 @@ func ExampleClient_Acquire() {
 }
 
 func ExampleClient_Renew() {
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		panic(err)
-	}
+	nc := mustConnect()
 	defer nc.Close()
 	ctx := context.Background()
 	client := leases.NewClient(nc)
@@ -100,10 +100,7 @@ func ExampleClient_Renew() {
 }
 
 func ExampleClient_List() {
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		panic(err)
-	}
+	nc := mustConnect()
 	defer nc.Close()
 	ctx := context.Background()
 	client := leases.NewClient(nc)
@@ -136,10 +133,7 @@ func ExampleClient_List() {
 // The owner's side of forward: answer requests only while keeping the
 // lease, and any process can reach the owner through Forward.
 func ExampleServeInbox() {
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		panic(err)
-	}
+	nc := mustConnect()
 	defer nc.Close()
 	ctx := context.Background()
 	client := leases.NewClient(nc)
@@ -169,10 +163,7 @@ func ExampleServeInbox() {
 // A clean hand-over: the successor waits for the key, the holder hands it
 // off, and the successor owns it at once at the transferred fence.
 func ExampleKeeper_HandOff() {
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		panic(err)
-	}
+	nc := mustConnect()
 	defer nc.Close()
 	ctx := context.Background()
 	client := leases.NewClient(nc)
@@ -200,10 +191,7 @@ func ExampleKeeper_HandOff() {
 
 // Watching ownership change, as a leader loop would.
 func ExampleKeeper_Changes() {
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		panic(err)
-	}
+	nc := mustConnect()
 	defer nc.Close()
 	keeper := leases.StartKeeper(leases.NewClient(nc), leases.KeeperOptions{
 		Key: "janitor", Holder: "janitor-1", TTL: 15 * time.Second, Wait: true})

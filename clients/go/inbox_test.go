@@ -29,17 +29,25 @@ func serve(t *testing.T, nc *nats.Conn, holder string, tenure leases.TenureFunc,
 	return &handled
 }
 
+// owning starts a keeper of a new key for holder with an inbox answering
+// with reply, and waits until it owns the key.
+func owning(t *testing.T, holder string, reply func(leases.InboxRequest) []byte) (*leases.Client, *leases.Keeper, string, *int64) {
+	t.Helper()
+	nc, key := connect(t), uniqueKey(t)
+	c := leases.NewClient(nc)
+	k := startKeeper(t, c, key, holder, true)
+	handled := serve(t, nc, holder, leases.Tenures(k), reply)
+	waitOwner(t, k, 5*time.Second)
+	return c, k, key, handled
+}
+
 func echo(req leases.InboxRequest) []byte {
 	return append([]byte("echo:"+req.Key+":"+strconv.FormatUint(req.Fence, 10)+":"), req.Payload...)
 }
 
 func TestAForwardAtTheOwnersFenceReachesTheHandler(t *testing.T) {
 	t.Parallel()
-	nc, key := connect(t), uniqueKey(t)
-	c := leases.NewClient(nc)
-	k := startKeeper(t, c, key, "owner-a", true)
-	handled := serve(t, nc, "owner-a", leases.Tenures(k), echo)
-	waitOwner(t, k, 5*time.Second)
+	c, k, key, handled := owning(t, "owner-a", echo)
 	got, err := c.Forward(ctxFor(t, 5*time.Second), key, []byte("hi"), 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -61,13 +69,10 @@ func TestAnInboxNotActingAsOwnerRejectsAndTheHandlerNeverRuns(t *testing.T) {
 	t.Parallel()
 	nc, key := connect(t), uniqueKey(t)
 	c := leases.NewClient(nc)
-	grant, err := c.Acquire(ctxFor(t, 5*time.Second), key, "owner-b", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	grant := acquired(t, c, key, "owner-b")
 	notOwner := func(string) (uint64, bool) { return 0, false }
 	handled := serve(t, nc, "owner-b", notOwner, echo)
-	_, err = c.Forward(ctxFor(t, 5*time.Second), key, []byte("hi"), 2*time.Second)
+	_, err := c.Forward(ctxFor(t, 5*time.Second), key, []byte("hi"), 2*time.Second)
 	lerr := wantKind(t, err, leases.KindOwnerRejected)
 	if lerr.Holder != "owner-b" || lerr.Revision != grant.Revision {
 		t.Fatalf("the error names the owner tried: %+v", lerr)
@@ -123,11 +128,8 @@ func TestForwardToAFreeKeyIsNotHeld(t *testing.T) {
 func TestForwardToAnOwnerWithNoInboxIsOwnerUnavailable(t *testing.T) {
 	t.Parallel()
 	c, key := newClient(t), uniqueKey(t)
-	grant, err := c.Acquire(ctxFor(t, 5*time.Second), key, "no-inbox", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.Forward(ctxFor(t, 5*time.Second), key, []byte("hi"), time.Second)
+	grant := acquired(t, c, key, "no-inbox")
+	_, err := c.Forward(ctxFor(t, 5*time.Second), key, []byte("hi"), time.Second)
 	lerr := wantKind(t, err, leases.KindOwnerUnavailable)
 	if lerr.Holder != "no-inbox" || lerr.Revision != grant.Revision {
 		t.Fatalf("the error names the owner tried: %+v", lerr)
@@ -136,16 +138,12 @@ func TestForwardToAnOwnerWithNoInboxIsOwnerUnavailable(t *testing.T) {
 
 func TestForwardToAnOwnerThatDoesNotAnswerIsOwnerTimeout(t *testing.T) {
 	t.Parallel()
-	nc, key := connect(t), uniqueKey(t)
-	c := leases.NewClient(nc)
-	k := startKeeper(t, c, key, "owner-d", true)
 	hang := make(chan struct{})
 	t.Cleanup(func() { close(hang) })
-	serve(t, nc, "owner-d", leases.Tenures(k), func(leases.InboxRequest) []byte {
+	c, _, key, _ := owning(t, "owner-d", func(leases.InboxRequest) []byte {
 		<-hang
 		return nil
 	})
-	waitOwner(t, k, 5*time.Second)
 	started := time.Now()
 	_, err := c.Forward(ctxFor(t, 5*time.Second), key, []byte("hi"), 300*time.Millisecond)
 	wantKind(t, err, leases.KindOwnerTimeout)
@@ -156,12 +154,8 @@ func TestForwardToAnOwnerThatDoesNotAnswerIsOwnerTimeout(t *testing.T) {
 
 func TestAnOwnersReplyTooLargeForTheGatewayIsReplyTooLarge(t *testing.T) {
 	t.Parallel()
-	nc, key := connect(t), uniqueKey(t)
-	c := leases.NewClient(nc)
-	k := startKeeper(t, c, key, "owner-e", true)
 	large := bytes.Repeat([]byte("x"), 1000000)
-	serve(t, nc, "owner-e", leases.Tenures(k), func(leases.InboxRequest) []byte { return large })
-	waitOwner(t, k, 5*time.Second)
+	c, _, key, _ := owning(t, "owner-e", func(leases.InboxRequest) []byte { return large })
 	_, err := c.Forward(ctxFor(t, 5*time.Second), key, []byte("hi"), 2*time.Second)
 	wantKind(t, err, leases.KindReplyTooLarge)
 }

@@ -87,12 +87,19 @@ func TestAKeeperRenewsEveryThirdOfItsTTL(t *testing.T) {
 	}
 }
 
+// holderAndSuccessor starts keeper-a, waits until it owns a new key, then
+// starts keeper-b waiting for the same key.
+func holderAndSuccessor(t *testing.T) (key string, a, b *leases.Keeper) {
+	t.Helper()
+	c, key := newClient(t), uniqueKey(t)
+	a = startKeeper(t, c, key, "keeper-a", true)
+	waitOwner(t, a, 5*time.Second)
+	return key, a, startKeeper(t, c, key, "keeper-b", true)
+}
+
 func TestAWaitingKeeperTakesOverWithinASecondOfARelease(t *testing.T) {
 	t.Parallel()
-	c, key := newClient(t), uniqueKey(t)
-	a := startKeeper(t, c, key, "keeper-a", true)
-	waitOwner(t, a, 5*time.Second)
-	b := startKeeper(t, c, key, "keeper-b", true)
+	_, a, b := holderAndSuccessor(t)
 	if _, err := b.WaitOwner(ctxFor(t, 300*time.Millisecond)); leases.KindOf(err) != leases.KindTimeout {
 		t.Fatalf("b must wait while a holds the key: %v", err)
 	}
@@ -109,22 +116,16 @@ func TestAWaitingKeeperTakesOverWithinASecondOfARelease(t *testing.T) {
 func TestAWaitingKeeperTakesOverWithinTheTTLOfAVanishedHolder(t *testing.T) {
 	t.Parallel()
 	c, key := newClient(t), uniqueKey(t)
-	grant, err := c.Acquire(ctxFor(t, 5*time.Second), key, "vanished", ttl)
-	if err != nil || !grant.Granted {
-		t.Fatalf("acquire: %+v %v", grant, err)
-	}
-	acquired := time.Now()
+	acquired(t, c, key, "vanished")
+	since := time.Now()
 	b := startKeeper(t, c, key, "keeper-b", true)
 	waitOwner(t, b, ttl+time.Second)
-	t.Logf("taken over %v after the acquire of a %v lease", time.Since(acquired), ttl)
+	t.Logf("taken over %v after the acquire of a %v lease", time.Since(since), ttl)
 }
 
 func TestHandOffMakesTheWaitingSuccessorOwnerAtTheTransferredFenceWithNoFreeMoment(t *testing.T) {
 	t.Parallel()
-	c, key := newClient(t), uniqueKey(t)
-	a := startKeeper(t, c, key, "keeper-a", true)
-	waitOwner(t, a, 5*time.Second)
-	b := startKeeper(t, c, key, "keeper-b", true)
+	key, a, b := holderAndSuccessor(t)
 	events := spy(t, connect(t), "dagnats.lease.changed."+key)
 	grant, err := a.HandOff(ctxFor(t, 5*time.Second), "keeper-b")
 	if err != nil {
@@ -154,9 +155,7 @@ func TestHandOffMakesTheWaitingSuccessorOwnerAtTheTransferredFenceWithNoFreeMome
 func TestHandOffByAKeeperThatDoesNotHoldIsLost(t *testing.T) {
 	t.Parallel()
 	c, key := newClient(t), uniqueKey(t)
-	if _, err := c.Acquire(ctxFor(t, 5*time.Second), key, "other", ttl); err != nil {
-		t.Fatal(err)
-	}
+	acquired(t, c, key, "other")
 	k := startKeeper(t, c, key, "keeper-a", true)
 	_, err := k.HandOff(ctxFor(t, 5*time.Second), "keeper-b")
 	wantKind(t, err, leases.KindLost)
@@ -257,9 +256,7 @@ func TestFenceIsFalseFromTheDeadlineWhenTheGatewayStopsAnswering(t *testing.T) {
 func TestWaitOwnerEndsWithKindTimeoutWhenItsContextEnds(t *testing.T) {
 	t.Parallel()
 	c, key := newClient(t), uniqueKey(t)
-	if _, err := c.Acquire(ctxFor(t, 5*time.Second), key, "other", ttl); err != nil {
-		t.Fatal(err)
-	}
+	acquired(t, c, key, "other")
 	k := startKeeper(t, c, key, "keeper-a", true)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -273,12 +270,9 @@ func TestWaitOwnerEndsWithKindTimeoutWhenItsContextEnds(t *testing.T) {
 func TestAKeeperThatDoesNotWaitEndsWhenTheKeyIsHeld(t *testing.T) {
 	t.Parallel()
 	c, key := newClient(t), uniqueKey(t)
-	grant, err := c.Acquire(ctxFor(t, 5*time.Second), key, "other", ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	grant := acquired(t, c, key, "other")
 	k := startKeeper(t, c, key, "keeper-a", false)
-	_, err = k.WaitOwner(ctxFor(t, 5*time.Second))
+	_, err := k.WaitOwner(ctxFor(t, 5*time.Second))
 	lerr := wantKind(t, err, leases.KindLost)
 	if lerr.Holder != "other" || lerr.Revision != grant.Revision {
 		t.Fatalf("the error names the holder: %+v", lerr)

@@ -80,6 +80,17 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
+// acquired takes key for holder with a 3 s TTL, failing the test unless
+// granted.
+func acquired(t *testing.T, c *leases.Client, key, holder string) leases.Grant {
+	t.Helper()
+	grant, err := c.Acquire(ctxFor(t, 5*time.Second), key, holder, ttl)
+	if err != nil || !grant.Granted {
+		t.Fatalf("acquire %s for %s: %+v, %v", key, holder, grant, err)
+	}
+	return grant
+}
+
 // leaseError is err as a *LeaseError, failing the test otherwise.
 func leaseError(t *testing.T, err error) *leases.LeaseError {
 	t.Helper()

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"sync"
@@ -59,7 +60,7 @@ type driver struct {
 	gates   map[string]*leases.FenceGate
 }
 
-func newDriver(nc *nats.Conn, client *leases.Client, out *os.File) *driver {
+func newDriver(nc *nats.Conn, client *leases.Client, out io.Writer) *driver {
 	return &driver{
 		nc:      nc,
 		client:  client,
@@ -92,7 +93,7 @@ type request struct {
 
 // serve answers each line on its own goroutine until stdin closes or an
 // exit request.
-func (d *driver) serve(in *os.File) {
+func (d *driver) serve(in io.Reader) {
 	lines := bufio.NewScanner(in)
 	lines.Buffer(make([]byte, 1<<20), 16<<20)
 	var running sync.WaitGroup
@@ -132,25 +133,21 @@ func (d *driver) answer(id json.RawMessage, ok interface{}, err error) {
 }
 
 func (d *driver) handle(req request) (interface{}, error) {
-	switch req.Op {
-	case "call":
+	if req.Op == "call" {
 		return d.call(req.Method, req.Args)
-	case "keeper.start":
-		return d.keeperStart(req.Fields)
-	case "keeper.state":
-		return d.keeperState(req.Fields)
-	case "keeper.wait_owner":
-		return d.keeperWaitOwner(req.Fields)
-	case "keeper.hand_off":
-		return d.keeperHandOff(req.Fields)
-	case "keeper.stop":
-		return d.keeperStop(req.Fields)
-	case "inbox.serve":
-		return d.inboxServe(req.Fields)
-	case "inbox.stop":
-		return d.inboxStop(req.Fields)
-	case "gate.admit":
-		return d.gateAdmit(req.Fields)
+	}
+	ops := map[string]func(args) (interface{}, error){
+		"keeper.start":      d.keeperStart,
+		"keeper.state":      d.keeperState,
+		"keeper.wait_owner": d.keeperWaitOwner,
+		"keeper.hand_off":   d.keeperHandOff,
+		"keeper.stop":       d.keeperStop,
+		"inbox.serve":       d.inboxServe,
+		"inbox.stop":        d.inboxStop,
+		"gate.admit":        d.gateAdmit,
+	}
+	if op, ok := ops[req.Op]; ok {
+		return op(req.Fields)
 	}
 	return nil, driverError("bad_request", fmt.Sprintf("unknown op %q", req.Op))
 }
