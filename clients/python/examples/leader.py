@@ -30,8 +30,13 @@ async def lead(url: str, key: str, holder: str, ttl_ms: int) -> None:
     changes = keeper.changes()  # before it starts: no change is missed
 
     async def report() -> None:
+        leading: int | None = None  # the tenure; each renewal reports a new fence too
         async for change in changes:
-            print(f"leading at fence {change.fence}" if change.owner else "not leading", flush=True)
+            if change.owner and change.tenure != leading:
+                print(f"leading at fence {change.fence}", flush=True)
+            elif not change.owner and leading is not None:
+                print("not leading", flush=True)
+            leading = change.tenure
 
     def tenure(k: str) -> int | None:
         return keeper.tenure() if k == key else None

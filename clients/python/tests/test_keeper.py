@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator
 
 import nats
 import pytest
@@ -14,6 +15,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from conftest import Stack
+from dagnats_leases.keeper import CHANGES_KEPT
 from dagnats_leases import NOT_OWNER, FreeKey, Lease, LeaseClient, LeaseError, LeaseKeeper, Ownership
 from leader_process import leader
 from waiting import eventually
@@ -83,7 +85,7 @@ async def test_a_lost_renew_ends_ownership_at_once(client: LeaseClient, key: str
         became = await asyncio.wait_for(anext(changes), 5)
         assert became.owner and became.fence is not None
         # Someone moves the lease on behind the keeper's back.
-        await client.transfer(key, "holder-a", became.fence, "holder-b", 30000)
+        await client.transfer(key, "holder-a", keeper.fence() or 0, "holder-b", 30000)
         lost = await asyncio.wait_for(anext(changes), 3)
         assert lost == NOT_OWNER
         assert keeper.fence() is None and keeper.tenure() is None
@@ -157,13 +159,16 @@ async def test_hand_off_to_itself_is_invalid_and_the_keeper_keeps_going(client: 
         assert (keeper.fence() or 0) >= fence
 
 
-async def test_changes_yields_each_tenure_and_its_end_and_ends_on_stop(client: LeaseClient, key: str) -> None:
+async def test_changes_yields_a_tenure_its_renewals_and_its_end_and_ends_on_stop(client: LeaseClient, key: str) -> None:
     keeper = LeaseKeeper(client, key, "holder-a", 3000)
     changes = keeper.changes()
     keeper.start()
     became = await asyncio.wait_for(anext(changes), 5)
     assert isinstance(became, Ownership)
     assert became.owner and became.fence == became.tenure is not None
+    renewed = await asyncio.wait_for(anext(changes), 3)
+    assert renewed.owner and renewed.tenure == became.tenure
+    assert (renewed.fence or 0) > (became.fence or 0)
     await keeper.stop()
     assert await asyncio.wait_for(anext(changes), 1) == NOT_OWNER
     with pytest.raises(StopAsyncIteration):
@@ -238,3 +243,20 @@ async def test_cancelling_the_task_inside_async_with_releases_the_lease(client: 
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await client.owner(key) == FreeKey(held=False, key=key)
+
+
+async def test_a_changes_reader_that_falls_behind_keeps_the_latest(client: LeaseClient, key: str) -> None:
+    keeper = LeaseKeeper(client, key, "holder-a", 3000)
+    changes = keeper.changes()
+    for fence in range(1, CHANGES_KEPT + 11):
+        keeper._publish(Ownership(True, fence, 1, time.monotonic() + 3))
+    keeper._publish(NOT_OWNER)
+    seen = [changes_item async for changes_item in _take(changes, CHANGES_KEPT)]
+    assert len(seen) == CHANGES_KEPT
+    assert seen[-1] == NOT_OWNER
+    assert [s.fence for s in seen[:-1]] == list(range(11, CHANGES_KEPT + 11))[-(CHANGES_KEPT - 1) :]
+
+
+async def _take(it: AsyncIterator[Ownership], n: int) -> AsyncIterator[Ownership]:
+    for _ in range(n):
+        yield await asyncio.wait_for(anext(it), 1)

@@ -46,6 +46,8 @@ RETRY_MIN = 0.1
 """Seconds before the first retry of a failed call that was not ``lost``."""
 RETRY_MAX = 2.0
 """The longest wait between two retries; each failure doubles it up to this."""
+CHANGES_KEPT = 64
+"""Changes kept for a `LeaseKeeper.changes` reader that does not read; the oldest go first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,9 +188,11 @@ class LeaseKeeper:
                 pass
 
     def changes(self) -> AsyncIterator[Ownership]:
-        """The ownership changes from now on: one `Ownership` each time this
-        process becomes the owner (a new tenure) or stops being it. The
-        iterator ends when the keeper stops."""
+        """The ownership changes from now on: one `Ownership` each time it
+        changes (a tenure starts, a renewal moves the fence, ownership
+        ends); a new ``tenure`` is a new tenure. The iterator ends when the
+        keeper stops. A reader that falls more than `CHANGES_KEPT` behind
+        loses the oldest, never the latest."""
         queue: asyncio.Queue[Ownership | None] = asyncio.Queue()
         if self._task is not None and self._task.done():
             queue.put_nowait(None)
@@ -227,8 +231,10 @@ class LeaseKeeper:
 
     def _publish(self, state: Ownership) -> None:
         previous, self._state = self._state, state
-        if (previous.owner, previous.tenure) != (state.owner, state.tenure):
+        if (previous.owner, previous.fence, previous.tenure) != (state.owner, state.fence, state.tenure):
             for watcher in self._watchers:
+                if watcher.qsize() >= CHANGES_KEPT:
+                    watcher.get_nowait()  # a reader that fell behind still ends on the latest
                 watcher.put_nowait(state)
         published, self._published = self._published, asyncio.Event()
         published.set()
