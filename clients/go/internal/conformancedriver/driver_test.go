@@ -31,7 +31,6 @@ func start(t *testing.T) *session {
 	d := newDriver(nc, leases.NewClient(nc), outW)
 	go func() {
 		d.serve(inR)
-		d.stopKeepers()
 		outW.Close()
 	}()
 	s := &session{in: inW, lines: make(chan map[string]interface{}, 64), answers: map[float64]map[string]interface{}{}}
@@ -165,5 +164,27 @@ func TestTheDriverRunsKeepersInboxesAndGatesAndPrintsTheirEvents(t *testing.T) {
 	}
 	if !owned || !inbox || !ended {
 		t.Errorf("events owned %v, inbox %v, ended %v: %v", owned, inbox, ended, events)
+	}
+}
+
+func TestTheDriverExitsOnExitWhileAWaitForOwnershipIsPending(t *testing.T) {
+	s := start(t)
+	s.send(t, `{"id":1,"op":"call","method":"acquire","args":{"key":"busy","holder":"other","ttl_ms":60000}}`)
+	okOf(t, s.answer(t, 1, nil))
+	s.send(t, `{"id":2,"op":"keeper.start","keeper":"k1","key":"busy","holder":"h1","ttl_ms":3000,"wait":true}`)
+	okOf(t, s.answer(t, 2, nil))
+	s.send(t, `{"id":3,"op":"keeper.wait_owner","keeper":"k1","timeout_ms":null}`)
+	s.send(t, `{"id":4,"op":"exit"}`)
+	okOf(t, s.answer(t, 4, nil))
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case _, open := <-s.lines:
+			if !open {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the driver did not stop after exit")
+		}
 	}
 }

@@ -41,7 +41,6 @@ func main() {
 	d := newDriver(nc, leases.NewClient(nc, leases.WithTimeout(timeout)), os.Stdout)
 	d.print(map[string]interface{}{"ready": true, "library": "go", "version": leases.Version})
 	d.serve(os.Stdin)
-	d.stopKeepers()
 	nc.Close()
 }
 
@@ -92,7 +91,9 @@ type request struct {
 }
 
 // serve answers each line on its own goroutine until stdin closes or an
-// exit request.
+// exit request; then it stops every keeper (releasing), which also ends
+// any wait for ownership still running, and gives the requests in flight
+// a moment to answer.
 func (d *driver) serve(in io.Reader) {
 	lines := bufio.NewScanner(in)
 	lines.Buffer(make([]byte, 1<<20), 16<<20)
@@ -106,10 +107,9 @@ func (d *driver) serve(in io.Reader) {
 		}
 		_ = json.Unmarshal(line, &req.Fields)
 		if req.Op == "exit" {
-			running.Wait()
 			d.stopKeepers()
 			d.answer(req.ID, map[string]interface{}{}, nil)
-			os.Exit(0)
+			return
 		}
 		running.Add(1)
 		go func() {
@@ -118,7 +118,16 @@ func (d *driver) serve(in io.Reader) {
 			d.answer(req.ID, ok, err)
 		}()
 	}
-	running.Wait()
+	d.stopKeepers()
+	finished := make(chan struct{})
+	go func() {
+		running.Wait()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+	case <-time.After(5 * time.Second):
+	}
 }
 
 func (d *driver) answer(id json.RawMessage, ok interface{}, err error) {
