@@ -4,7 +4,6 @@ package leases
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -22,8 +21,9 @@ const (
 const changesBuffer = 64
 
 // ErrKeeperStopped is what WaitOwner answers once the keeper was stopped
-// or handed its lease off.
-var ErrKeeperStopped = errors.New("dagnats-leases: the keeper has stopped")
+// or handed its lease off: a *LeaseError of kind lost, so both
+// errors.Is(err, ErrKeeperStopped) and the kind tell it.
+var ErrKeeperStopped error = &LeaseError{Kind: KindLost, Message: "the keeper has stopped"}
 
 // KeeperOptions says which lease a Keeper keeps.
 type KeeperOptions struct {
@@ -163,9 +163,10 @@ func (k *Keeper) current() (Ownership, bool) {
 
 // WaitOwner waits until this process may act as owner and returns the
 // fence. It fails with kind timeout when ctx ends first, with
-// ErrKeeperStopped once the keeper is stopped, and with the reason when a
-// keeper that does not wait ends (kind lost when another holder has the
-// key).
+// ErrKeeperStopped once the keeper is stopped, and with the reason when
+// the keeper ends on its own: kind lost when a keeper that does not wait
+// finds another holder or loses the lease, kind unavailable when its NATS
+// connection is closed for good.
 func (k *Keeper) WaitOwner(ctx context.Context) (uint64, error) {
 	for {
 		if fence, ok := k.Fence(); ok {
@@ -385,6 +386,10 @@ func (k *Keeper) keep() {
 		case IsLost(err):
 			// The transfer was overtaken (released, revoked, moved on).
 			waitFor = retryMin
+		case k.client.Conn().IsClosed():
+			unsubscribe(sub)
+			k.endWith(&LeaseError{Kind: KindUnavailable, Message: "the NATS connection is closed for good", Err: err})
+			return
 		default:
 			// A takeover's renew is retried as it was sent: the same
 			// renew answers the same, whether or not it landed.

@@ -147,8 +147,8 @@ func TestHandOffMakesTheWaitingSuccessorOwnerAtTheTransferredFenceWithNoFreeMome
 			t.Fatalf("after the hand-off want %s, got %s", want, got)
 		}
 	}
-	if _, err := a.WaitOwner(ctxFor(t, time.Second)); !errors.Is(err, leases.ErrKeeperStopped) {
-		t.Fatalf("a keeper that handed off has stopped: %v", err)
+	if _, err := a.WaitOwner(ctxFor(t, time.Second)); !errors.Is(err, leases.ErrKeeperStopped) || !leases.IsLost(err) {
+		t.Fatalf("a keeper that handed off has stopped, kind lost: %v", err)
 	}
 }
 
@@ -294,4 +294,15 @@ func TestStartKeeperRefusesOutOfBoundsOptions(t *testing.T) {
 		_, err := k.WaitOwner(ctxFor(t, time.Second))
 		wantKind(t, err, leases.KindInvalid)
 	}
+}
+
+func TestAKeeperEndsWithKindUnavailableWhenItsConnectionIsClosedForGood(t *testing.T) {
+	t.Parallel()
+	key := uniqueKey(t)
+	acquired(t, newClient(t), key, "other")
+	nc := connect(t)
+	k := startKeeper(t, leases.NewClient(nc), key, "keeper-a", true)
+	nc.Close()
+	_, err := k.WaitOwner(ctxFor(t, ttl+2*time.Second))
+	wantKind(t, err, leases.KindUnavailable)
 }

@@ -213,6 +213,12 @@ func (d *driver) call(method string, a args) (interface{}, error) {
 
 func (d *driver) keeperStart(f args) (interface{}, error) {
 	name := f.str("keeper")
+	d.mu.Lock()
+	_, exists := d.keepers[name]
+	d.mu.Unlock()
+	if exists {
+		return nil, driverError("bad_request", fmt.Sprintf("keeper %q exists", name))
+	}
 	keeper := leases.StartKeeper(d.client, leases.KeeperOptions{
 		Key: f.str("key"), Holder: f.str("holder"), TTL: f.duration("ttl_ms"), Wait: f.bool("wait"),
 	})
@@ -235,13 +241,23 @@ func (d *driver) keeperStart(f args) (interface{}, error) {
 }
 
 func (d *driver) keeper(f args) (*leases.Keeper, error) {
+	return d.findKeeper(f, false)
+}
+
+// findKeeper is the keeper a request names; forget drops it from the
+// names, as a hand-off or a stop ends it.
+func (d *driver) findKeeper(f args, forget bool) (*leases.Keeper, error) {
 	name := f.str("keeper")
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if k, ok := d.keepers[name]; ok {
-		return k, nil
+	k, ok := d.keepers[name]
+	if !ok {
+		return nil, driverError("not_found", fmt.Sprintf("no keeper named %q", name))
 	}
-	return nil, driverError("not_found", fmt.Sprintf("no keeper named %q", name))
+	if forget {
+		delete(d.keepers, name)
+	}
+	return k, nil
 }
 
 func (d *driver) keeperState(f args) (interface{}, error) {
@@ -273,7 +289,7 @@ func (d *driver) keeperWaitOwner(f args) (interface{}, error) {
 }
 
 func (d *driver) keeperHandOff(f args) (interface{}, error) {
-	k, err := d.keeper(f)
+	k, err := d.findKeeper(f, true)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +298,7 @@ func (d *driver) keeperHandOff(f args) (interface{}, error) {
 }
 
 func (d *driver) keeperStop(f args) (interface{}, error) {
-	k, err := d.keeper(f)
+	k, err := d.findKeeper(f, true)
 	if err != nil {
 		return nil, err
 	}
