@@ -11,7 +11,7 @@ import { describe, test } from "node:test";
 import ts from "typescript";
 
 import { withStack } from "./support/context.js";
-import { Child, PACKAGE_ROOT } from "./support/processes.js";
+import { Child, PACKAGE_ROOT, REPO_ROOT } from "./support/processes.js";
 import { eventually } from "./support/wait.js";
 
 /** The ```ts blocks of `readme` that are whole programs (they connect). */
@@ -54,6 +54,18 @@ describe("examples", () => {
     const [, keeper] = programs(readFileSync(join(PACKAGE_ROOT, "README.md"), "utf8"));
     assert.ok(keeper !== undefined && keeper.includes("LeaseKeeper.start"));
     const child = new Child(process.execPath, [runnable(keeper, context.stack.nats.url, "keeper")]);
+    assert.equal(await child.exited, 0, child.output);
+    assert.match(child.output, /^leading at fence \d+\n$/);
+    assert.deepEqual(await context.leases.owner("notify-leader"), { held: false, key: "notify-leader" });
+  });
+
+  test("the repository README's TypeScript example leads, then releases", async () => {
+    const readme = readFileSync(join(REPO_ROOT, "README.md"), "utf8");
+    const example = /TypeScript, \[`clients\/typescript`\][^\n]*\n\n```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+    assert.ok(example !== undefined, "the repository README has no TypeScript example");
+    assert.ok(example.trim().split("\n").length <= 5, "the repository README's example is five lines at most");
+    const imports = 'import { connect } from "@nats-io/transport-node";\nimport { LeaseClient, LeaseKeeper } from "dagnats-leases";\n';
+    const child = new Child(process.execPath, [runnable(imports + example, context.stack.nats.url, "repository-readme")]);
     assert.equal(await child.exited, 0, child.output);
     assert.match(child.output, /^leading at fence \d+\n$/);
     assert.deepEqual(await context.leases.owner("notify-leader"), { held: false, key: "notify-leader" });
