@@ -31,7 +31,7 @@ describe("LeaseKeeper", () => {
     }
   });
 
-  test("a keeper acquires a free key, reports its fence and tenure, and renews about every ttl/3", async () => {
+  test("a keeper acquires a free key, reports its fence and tenure, and renews about every ttl/3", async (t) => {
     const key = uniqueKey("renews");
     const keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL });
     try {
@@ -46,7 +46,9 @@ describe("LeaseKeeper", () => {
       assert.equal(second.tenure, first.tenure);
       assert.equal(third.tenure, first.tenure);
       assert.ok(first.fence < second.fence && second.fence < third.fence);
-      for (const gap of [seen[1]!.at - seen[0]!.at, seen[2]!.at - seen[1]!.at]) {
+      const gaps = [seen[1]!.at - seen[0]!.at, seen[2]!.at - seen[1]!.at];
+      t.diagnostic(`renewed after ${gaps.map((gap) => gap.toFixed(0)).join(" and ")} ms (ttl ${TTL} ms)`);
+      for (const gap of gaps) {
         assert.ok(gap > 900 && gap < 1_400, `renewed ${gap} ms after the last grant (ttl/3 is 1000)`);
       }
       assert.equal(keeper.tenure(), first.tenure);
@@ -161,7 +163,7 @@ describe("LeaseKeeper", () => {
     await within(1_000, "the stop of an ended keeper", keeper.stop());
   });
 
-  test("a waiting keeper takes the key over within 1 s of its release", async () => {
+  test("a waiting keeper takes the key over within 1 s of its release", async (t) => {
     const key = uniqueKey("takeover");
     const grant = await context.leases.acquire(key, "holder-x", 10_000);
     const keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL });
@@ -171,17 +173,19 @@ describe("LeaseKeeper", () => {
         timeoutMs: 2_000,
         what: () => "the keeper's first acquire",
       });
-      const released = await context.leases.release(key, "holder-x", grant.revision);
       const started = performance.now();
+      const released = await context.leases.release(key, "holder-x", grant.revision);
       const fence = await keeper.waitOwner(1_000);
       assert.ok(fence > released.revision, `took over at ${fence}, released at ${released.revision}`);
-      assert.ok(performance.now() - started < 1_000);
+      const took = performance.now() - started;
+      t.diagnostic(`took over ${took.toFixed(0)} ms after the release`);
+      assert.ok(took < 1_000);
     } finally {
       await keeper.stop();
     }
   });
 
-  test("fence() turns null by the deadline when the gateway stops answering", async () => {
+  test("fence() turns null by the deadline when the gateway stops answering", async (t) => {
     const key = uniqueKey("deadline");
     const keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL });
     const changes = keeper.changes();
@@ -193,6 +197,7 @@ describe("LeaseKeeper", () => {
         if (!ownership.owner) break;
       }
       const after = performance.now() - paused;
+      t.diagnostic(`not-owner ${after.toFixed(0)} ms after the gateway stopped (ttl ${TTL} ms)`);
       assert.equal(keeper.fence(), null);
       // The last renew started at most ttl/3 (and a scheduling margin) before the pause.
       assert.ok(after < TTL, `not-owner ${after} ms after the gateway stopped`);
