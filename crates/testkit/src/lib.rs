@@ -29,6 +29,18 @@ pub use gateway::Gateway;
 pub use log::Log;
 pub use nats::{NatsServer, ServerOptions};
 
+/// Says that `test` cannot run its scenario on this machine, and why: a
+/// panic under `CI=true`, where every scenario must run; elsewhere one
+/// `SKIPPED` line straight to stderr, past the harness's capture, so a
+/// skip is never silent.
+pub fn cannot_run(test: &str, why: &str) {
+    if std::env::var("CI").is_ok_and(|ci| ci == "true" || ci == "1") {
+        panic!("{test} cannot run on this machine ({why}), and CI=true needs every scenario run");
+    }
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+}
+
 /// The workspace root (where `.tools/`, `docs/` and `openapi/` live).
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")

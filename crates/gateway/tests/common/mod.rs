@@ -23,7 +23,7 @@ pub use dagnats_leases_testkit::nats::{
     client, js_api, old_server_binary, server_binary, settle, stream_info, try_js_api,
 };
 pub use dagnats_leases_testkit::{
-    Gateway, Log, NatsServer, ServerOptions, cluster, eventually, netns,
+    Gateway, Log, NatsServer, ServerOptions, cannot_run, cluster, eventually, netns,
 };
 
 use std::sync::Arc;
