@@ -1,12 +1,11 @@
 //! The history checker catches each kind of violation in a hand-made
 //! history, and passes a clean one: a checker that never fails cannot pass.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::checker::{Call, Kind, Op, Outcome, check};
+use crate::common;
+use crate::common::checker::{Call, Kind, Op, Outcome, check};
 
 const TTL: Duration = Duration::from_secs(3);
 

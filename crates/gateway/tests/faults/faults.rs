@@ -19,24 +19,23 @@
 //! without them.
 //!
 //! The short run is part of `cargo test`; the long one is
-//! `cargo test --release --test faults -- --ignored --nocapture`
+//! `cargo test --release --test faults a_long_fault_run -- --ignored --nocapture`
 //! (`FAULT_RUN_SECS`, default 300, and `FAULT_RUN_SEED` to vary it;
 //! `FAULT_RUN_PAUSE_LEADER=0` pauses followers only;
 //! `FAULT_RUN_STEADY_KEYS`, default 24, the keys with a holder each;
 //! `FAULT_RUN_UNWATCHED_KEYS`, default 2000, the leases taken once, which
 //! hold for 600 s, the longest TTL).
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::checker::{self, Call, Op, Outcome};
-use common::cluster::{self, Cluster};
-use common::fault_report::{self, Setting};
-use common::history_file::{self, FaultSpan, History};
-use common::{Gateway, timestamp};
+use crate::common;
+use crate::common::checker::{self, Call, Op, Outcome};
+use crate::common::cluster::{self, Cluster};
+use crate::common::fault_report::{self, Setting};
+use crate::common::history_file::{self, FaultSpan, History};
+use crate::common::{Gateway, cannot_run, timestamp};
 use dagnats_leases_client::wire::request::MAX_TTL_MS;
 use dagnats_leases_client::{ClientError, LeaseClient};
 use futures::StreamExt;
@@ -1072,12 +1071,9 @@ async fn fault_run(plan: Plan) -> usize {
     let (mut cluster, partitions) = match Cluster::start_isolated().await {
         Ok(cluster) => (cluster, true),
         Err(why) => {
-            // Straight to stderr, past the test harness's capture: a run
-            // without partitions must say so even when it passes.
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr(),
-                "fault run: NO PARTITIONS, this machine cannot create network namespaces ({why})"
+            cannot_run(
+                "the fault run's partitions",
+                &format!("no network namespaces: {why}"),
             );
             (Cluster::start().await, false)
         }
@@ -1705,7 +1701,7 @@ async fn a_short_fault_run_finds_no_violation() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "long (cargo test --release --test faults -- --ignored --nocapture)"]
+#[ignore = "long (cargo test --release --test faults a_long_fault_run -- --ignored --nocapture)"]
 async fn a_long_fault_run_finds_no_violation() {
     let env = |name: &str, default: u64| {
         std::env::var(name)

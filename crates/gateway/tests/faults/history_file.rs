@@ -2,14 +2,13 @@
 //! written and read back gets the same verdicts, and a committed example
 //! file with a known violation is caught from disk.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::checker::{Call, Kind, Op, Outcome, check};
-use common::fault_report::{Property, Tally, verdicts};
-use common::history_file::{self, FaultSpan, History};
+use crate::common;
+use crate::common::checker::{Call, Kind, Op, Outcome, check};
+use crate::common::fault_report::{Property, Tally, verdicts};
+use crate::common::history_file::{self, FaultSpan, History};
 
 const TTL: Duration = Duration::from_secs(3);
 
@@ -223,7 +222,7 @@ fn a_line_the_checker_cannot_read_is_an_error_naming_it() {
 }
 
 /// Re-checks a saved run: `FAULT_HISTORY=target/fault-runs/7/history.jsonl
-/// cargo test -p dagnats-leases --test history_file -- --ignored --nocapture`
+/// cargo test -p dagnats-leases --test faults a_saved_history -- --ignored --nocapture`
 /// (a relative path from the workspace root) prints the properties'
 /// verdicts and fails on any violation.
 #[test]

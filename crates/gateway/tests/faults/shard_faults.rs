@@ -9,10 +9,8 @@
 //! shard, and no shard's fence goes backwards.
 //!
 //! The short run is part of `cargo test`; the long one is
-//! `cargo test --release --test shard_faults -- --ignored --nocapture`
+//! `cargo test --release --test faults a_long_shard_fault_run -- --ignored --nocapture`
 //! (`SHARD_FAULT_ROUNDS`, default 60).
-
-mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::BufRead;
@@ -20,9 +18,9 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::relay::Relay;
-use common::shard_checker::{self, Line, Member};
-use common::{Setup, command, eventually};
+use crate::common::relay::Relay;
+use crate::common::shard_checker::{self, Line, Member};
+use crate::common::{Setup, command, eventually};
 use dagnats_leases_client::shards::assign::assign;
 
 const TTL: Duration = Duration::from_secs(2);
@@ -300,7 +298,7 @@ async fn a_short_shard_fault_run_finds_no_violation() {
 }
 
 #[tokio::test]
-#[ignore = "long (cargo test --release --test shard_faults -- --ignored --nocapture)"]
+#[ignore = "long (cargo test --release --test faults a_long_shard_fault_run -- --ignored --nocapture)"]
 async fn a_long_shard_fault_run_finds_no_violation() {
     let rounds = std::env::var("SHARD_FAULT_ROUNDS")
         .ok()

@@ -5,13 +5,11 @@
 //! batch is tested at the publisher (`store::publisher`), where which
 //! publishes share a batch can be chosen.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::cluster::{self, Cluster};
-use common::lease_ops::{acquire, renew};
-use common::{Gateway, Http, call};
+use crate::common::cluster::{self, Cluster};
+use crate::common::lease_ops::{acquire, renew};
+use crate::common::{Gateway, Http, call};
 use futures::future::join_all;
 use serde_json::{Value, json};
 

@@ -1,12 +1,11 @@
 //! The `leases` bucket: provisioned as contract.md section 1 says, never
 //! deleted or recreated, updated where safe, refused where not.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common;
+use crate::common::{Gateway, NatsServer, Setup, client, eventually, js_api, stream_info};
 use base64::Engine;
-use common::{Gateway, NatsServer, Setup, client, eventually, js_api, stream_info};
 use serde_json::{Value, json};
 
 #[tokio::test]

@@ -1,12 +1,13 @@
 //! The ops commands of the binary: output and exit codes a script relies on.
 
-mod common;
-
 use std::io::Write;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use common::{Setup, command};
+use crate::common;
+use crate::common::{Setup, command, eventually};
+use dagnats_leases_client::{ChangeEvent, ChangeKind};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 async fn run(url: &str, args: &[&str]) -> Output {
@@ -198,30 +199,41 @@ async fn forward_reads_the_payload_from_stdin_and_prints_the_owners_bytes() {
 #[tokio::test]
 async fn watch_json_prints_one_event_per_line_and_ownership_skips_renewals() {
     let s = Setup::start().await;
+    // A watch prints `watching <subject>` on stderr once it is subscribed.
     let spawn_watch = |args: &[&str]| {
-        let mut cmd = command(&s.server.url, args);
-        cmd.stdout(Stdio::piped())
-            .stderr(Stdio::null())
+        let mut child = command(&s.server.url, args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
-            .unwrap()
+            .unwrap();
+        let (stdout, stderr) = (common::Log::default(), common::Log::default());
+        stdout.follow(child.stdout.take().unwrap());
+        stderr.follow(child.stderr.take().unwrap());
+        (child, stdout, stderr)
     };
-    let mut all = spawn_watch(&["watch", "k", "--json"]);
-    let mut owners = spawn_watch(&["watch", "--json", "--ownership"]);
-    tokio::time::sleep(Duration::from_millis(500)).await; // both subscribed
+    let (mut all, all_out, all_err) = spawn_watch(&["watch", "k", "--json"]);
+    let (mut owners, owners_out, owners_err) = spawn_watch(&["watch", "--json", "--ownership"]);
+    for stderr in [&all_err, &owners_err] {
+        stderr
+            .wait_for("watching", Duration::from_secs(10))
+            .await
+            .expect("the watch subscribed");
+    }
     let a = s.acquire("k", "h", 15000).await;
     let r = s.renew("k", "h", &a["revision"], 15000).await;
     s.release("k", "h", &r["revision"]).await;
-    let read_lines = |child: &mut std::process::Child, n: usize| {
-        use std::io::BufRead;
-        let stdout = child.stdout.take().unwrap();
-        let lines: Vec<Value> = std::io::BufReader::new(stdout)
-            .lines()
-            .take(n)
-            .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
-            .collect();
-        lines
+    let read_lines = |out: &common::Log, n: usize| {
+        let out = out.clone();
+        eventually("the watch's lines", Duration::from_secs(10), move || {
+            let text = out.text();
+            let lines: Vec<Value> = text
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            std::future::ready((lines.len() >= n).then_some(lines))
+        })
     };
-    let events = read_lines(&mut all, 3);
+    let events = read_lines(&all_out, 3).await;
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| e["event"].as_str().unwrap())
@@ -230,7 +242,7 @@ async fn watch_json_prints_one_event_per_line_and_ownership_skips_renewals() {
     assert_eq!(events[0]["revision"], a["revision"]);
     assert_eq!(events[0]["holder"], "h");
     assert_eq!(events[1]["lease"]["revision"], r["revision"]);
-    let events = read_lines(&mut owners, 2);
+    let events = read_lines(&owners_out, 2).await;
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| e["event"].as_str().unwrap())
@@ -243,6 +255,12 @@ async fn watch_json_prints_one_event_per_line_and_ownership_skips_renewals() {
 #[tokio::test]
 async fn hold_keeps_the_lease_until_interrupted_then_releases_it() {
     let s = Setup::start().await;
+    let mut changes = s
+        .client
+        .subscribe(ChangeEvent::subject(Some("leader")))
+        .await
+        .unwrap();
+    s.client.flush().await.unwrap();
     let mut cmd = command(
         &s.server.url,
         &["hold", "leader", "--holder", "me", "--ttl-ms", "1000"],
@@ -253,8 +271,23 @@ async fn hold_keeps_the_lease_until_interrupted_then_releases_it() {
     log.wait_for("holding leader as me", Duration::from_secs(10))
         .await
         .expect("hold reports the lease");
-    // Kept past several TTLs.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Kept past several TTLs: three renewals of one tenure.
+    let renewals = async {
+        let mut renewals = 0;
+        while let Some(msg) = changes.next().await {
+            let event = dagnats_leases_client::changes::from_message(&msg).unwrap();
+            assert_eq!(event.holder.as_deref(), Some("me"), "{event:?}");
+            if event.event == ChangeKind::Renewed {
+                renewals += 1;
+                if renewals == 3 {
+                    return;
+                }
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), renewals)
+        .await
+        .expect("three renewals within 10 s");
     assert_eq!(s.owner("leader").await["holder"], "me");
     let killed = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])

@@ -1,12 +1,11 @@
 //! The Rust holder side against a real gateway: typed calls, the keeper,
 //! the owner inbox.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common;
+use crate::common::{NatsServer, Setup, eventually};
 use bytes::Bytes;
-use common::{NatsServer, Setup, eventually};
 use dagnats_leases_client::wire::reply::Owner;
 use dagnats_leases_client::{
     ClientError, KeeperOptions, Kind, LeaseClient, LeaseKeeper, Ownership, serve_inbox,

@@ -2,15 +2,14 @@
 //! gateways: reads through the stream leader, one event per change, one
 //! answer per request, and failover of a gateway's connection.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::cluster::{self, Cluster, NODES};
-use common::{Http, HttpReply, call, eventually, stream_info, try_call};
+use crate::common;
+use crate::common::cluster::{self, Cluster, NODES};
+use crate::common::{Http, HttpReply, call, cannot_run, eventually, stream_info, try_call};
 use dagnats_leases_client::wire::reply::Owner;
 use dagnats_leases_client::{ClientError, LeaseClient};
 use futures::StreamExt;
@@ -361,19 +360,13 @@ async fn a_write_acknowledged_as_a_paused_leader_resumes_survives_the_old_expiry
     assert!(acknowledged > 0, "{created}");
 }
 
-/// An isolated cluster (every node in its own network namespace), or `None`
-/// after one line saying why this machine cannot make one: the partition
-/// tests are skipped there, visibly. The line goes straight to stderr, past
-/// the test harness's capture, so a skip is never silent.
+/// An isolated cluster (every node in its own network namespace), or
+/// `None` where this machine cannot make one (a failure under `CI=true`).
 async fn isolated(test: &str) -> Option<Cluster> {
     match Cluster::start_isolated().await {
         Ok(cluster) => Some(cluster),
         Err(why) => {
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED {test}: no network namespaces on this machine ({why})"
-            );
+            cannot_run(test, &format!("no network namespaces: {why}"));
             None
         }
     }

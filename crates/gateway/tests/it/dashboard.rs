@@ -1,13 +1,11 @@
 //! The owner dashboard in a real browser: Debian's Chromium driven through
 //! chromedriver (WebDriver), against a real gateway and nats-server.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Gateway, Http, NatsServer, call, client, command, eventually};
+use crate::common::{Gateway, Http, NatsServer, call, client, command, eventually};
 use dagnats_leases_testkit::chromium::Driver;
 use dagnats_leases_testkit::free_port;
 use fantoccini::{Client as Browser, ClientBuilder, Locator};

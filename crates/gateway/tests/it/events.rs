@@ -2,13 +2,12 @@
 //! `dagnats.lease.changed.<key>` with `Nats-Sequence` (the revision),
 //! `Nats-Subject` and `Dagnats-Lease-Event`.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common;
+use crate::common::{Gateway, Setup, wait_tombstone_gone};
 use async_nats::Message;
 use async_nats::jetstream::{self, consumer::PullConsumer, consumer::pull};
-use common::{Gateway, Setup, wait_tombstone_gone};
 use futures::StreamExt;
 use serde_json::Value;
 

@@ -1,15 +1,14 @@
 //! `api.leases.forward`: delivery to the owner's inbox with the fence, and
 //! the seed's retry rule, counted from the owner's side.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common;
+use crate::common::owner::{Answer, Owner};
+use crate::common::takeover::{self, Takeover};
+use crate::common::{Setup, stream_state};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use common::owner::{Answer, Owner};
-use common::takeover::{self, Takeover};
-use common::{Setup, stream_state};
 use futures::StreamExt;
 use serde_json::{Value, json};
 

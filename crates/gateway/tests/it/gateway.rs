@@ -1,12 +1,12 @@
 //! The gateway as a process: queue group, older servers, JetStream off,
 //! NATS down at start, graceful shutdown, settings and auth.
 
-mod common;
-
 use std::time::Duration;
 
-use common::owner::{Answer, Owner};
-use common::{Gateway, NatsServer, ServerOptions, call, client, eventually, stream_info, try_call};
+use crate::common::owner::{Answer, Owner};
+use crate::common::{
+    Gateway, NatsServer, ServerOptions, call, client, eventually, stream_info, try_call,
+};
 use futures::StreamExt;
 use serde_json::{Value, json};
 

@@ -2,14 +2,12 @@
 //! leader and replicas, and the live gateways with their versions; and
 //! `/readyz` agreeing with it when the stream has no leader.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::cluster::{self, Cluster};
-use common::service::collect_json;
-use common::{Gateway, Http, NatsServer, assert_error, client, eventually};
+use crate::common::cluster::{self, Cluster};
+use crate::common::service::collect_json;
+use crate::common::{Gateway, Http, NatsServer, assert_error, client, eventually};
 use serde_json::{Value, json};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");

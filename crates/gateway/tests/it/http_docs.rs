@@ -3,11 +3,9 @@
 //! network.
 //!
 //! After changing the API, regenerate the committed copy with
-//! `DAGNATS_UPDATE_OPENAPI=1 cargo test -p dagnats-leases --test http_docs`.
+//! `DAGNATS_UPDATE_OPENAPI=1 cargo test -p dagnats-leases --test it http_docs`.
 
-mod common;
-
-use common::{Http, Setup};
+use crate::common::{Http, Setup};
 use serde_json::Value;
 
 const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../openapi/leases.json");
@@ -52,7 +50,7 @@ async fn the_served_openapi_document_is_the_committed_one() {
     assert!(
         committed == text,
         "openapi/leases.json is not the served document; regenerate it with \
-         DAGNATS_UPDATE_OPENAPI=1 cargo test -p dagnats-leases --test http_docs"
+         DAGNATS_UPDATE_OPENAPI=1 cargo test -p dagnats-leases --test it http_docs"
     );
 }
 

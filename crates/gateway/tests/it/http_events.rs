@@ -1,12 +1,11 @@
 //! `GET /v1/events`: Server-Sent Events of every change, from one NATS
 //! subscription per gateway; filters, resume, heartbeats, slow clients.
 
-mod common;
-
 use std::pin::Pin;
 use std::time::Duration;
 
-use common::{Gateway, Http, NatsServer, assert_error, wait_tombstone_gone};
+use crate::common;
+use crate::common::{Gateway, Http, NatsServer, assert_error, wait_tombstone_gone};
 use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};

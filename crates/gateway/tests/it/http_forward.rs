@@ -2,15 +2,14 @@
 //! mode the owner's bytes with `Dagnats-Lease-Holder` and
 //! `Dagnats-Lease-Fence`; failures carry the owner last tried.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
+use crate::common;
+use crate::common::owner::{Answer, Owner};
+use crate::common::takeover::{KEY, Takeover};
+use crate::common::{Gateway, Http, HttpReply, NatsServer, Setup, assert_error, eventually};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use common::owner::{Answer, Owner};
-use common::takeover::{KEY, Takeover};
-use common::{Gateway, Http, HttpReply, NatsServer, Setup, assert_error, eventually};
 use reqwest::Method;
 use serde_json::{Value, json};
 

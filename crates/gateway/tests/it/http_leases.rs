@@ -1,9 +1,8 @@
 //! The HTTP lease API: the same bodies as NATS, and every failure as
 //! `{"error", "kind"}` with the status of its kind.
 
-mod common;
-
-use common::{Gateway, Http, HttpReply, NatsServer, Setup, assert_error};
+use crate::common;
+use crate::common::{Gateway, Http, HttpReply, NatsServer, Setup, assert_error};
 use futures::StreamExt as _;
 use reqwest::Method;
 use serde_json::{Value, json};

@@ -1,9 +1,7 @@
 //! Auth, health, readiness, metrics and the HTTP layers (request id,
 //! compression, CORS).
 
-mod common;
-
-use common::{Gateway, Http, NatsServer, Setup, assert_error};
+use crate::common::{Gateway, Http, NatsServer, Setup, assert_error};
 use reqwest::Method;
 use serde_json::json;
 

@@ -8,11 +8,9 @@
 //! `positive_data_acceptance` holds the gateway to its schema: data the
 //! schema allows is never `invalid` (tests/schemathesis.toml).
 
-mod common;
-
 use std::path::PathBuf;
 
-use common::{Http, Setup};
+use crate::common::{Http, Setup};
 
 /// Examples per operation: enough to cover every parameter's edges, small
 /// enough to run in seconds.

@@ -1,12 +1,11 @@
 //! The seed's lease rules over NATS, one test per rule, against a real
 //! nats-server and the real gateway binary.
 
-mod common;
-
 use std::time::Duration;
 
-use common::lease_ops::{acquire, renew};
-use common::{Setup, eventually, stream_state, timestamp};
+use crate::common;
+use crate::common::lease_ops::{acquire, renew};
+use crate::common::{Setup, eventually, stream_state, timestamp};
 use serde_json::{Value, json};
 
 fn assert_lost(reply: &Value) {

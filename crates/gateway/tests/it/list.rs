@@ -2,10 +2,9 @@
 //! `api.leases.owner` answers it, a page at a time (`after`, `limit`,
 //! `next`), never over the server's max_payload.
 
-mod common;
-
-use common::Setup;
-use common::renewing::{Refused, Renewing};
+use crate::common;
+use crate::common::Setup;
+use crate::common::renewing::{Refused, Renewing};
 use serde_json::{Value, json};
 
 /// The keys of a list reply, in its order.

@@ -1,18 +1,17 @@
 //! Lists of a bucket in production use: 10,000 leases on a three-node
 //! cluster at R3, renewed and read by owner while lists run. A load run by
-//! hand, like the long fault run (`cargo test --release --test list_load
+//! hand, like the long fault run (`cargo test --release --test it list_load
 //! -- --ignored --nocapture`): on two cores it takes half a minute and
 //! every other test's servers would share them.
-
-mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::cluster::{self, Cluster};
-use common::renewing::{Refused, Renewing};
-use common::{Http, eventually, lease_ops};
+use crate::common;
+use crate::common::cluster::{self, Cluster};
+use crate::common::renewing::{Refused, Renewing};
+use crate::common::{Http, eventually, lease_ops};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -30,7 +29,7 @@ const WARM_UP_READS: u64 = 5_000;
 /// (10 lists made 8 more consumers and one answered `unavailable` before
 /// lists had a barrier subject of their own).
 #[tokio::test]
-#[ignore = "load (cargo test --release --test list_load -- --ignored --nocapture)"]
+#[ignore = "load (cargo test --release --test it list_load -- --ignored --nocapture)"]
 async fn lists_among_owner_reads_and_renewals_each_answer_every_lease_from_their_first_consumer() {
     let cluster = Cluster::start().await;
     let gateway = cluster::gateway(&cluster.urls()).await;

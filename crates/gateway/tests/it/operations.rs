@@ -2,20 +2,19 @@
 //! enough for a gateway and a holder to do everything, and no more than a
 //! holder needs.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common;
+use crate::common::lease_ops::{acquire, release, renew};
+use crate::common::{Gateway, Http, NatsServer, ServerOptions, call};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use common::lease_ops::{acquire, release, renew};
-use common::{Gateway, Http, NatsServer, ServerOptions, call};
 use futures::StreamExt;
 use serde_json::json;
 
 /// The `authorization { ... }` block of the docs, with literal passwords.
 fn documented_authorization() -> String {
-    let doc = include_str!("../../../docs/operations.md");
+    let doc = include_str!("../../../../docs/operations.md");
     let start = doc
         .find("authorization {")
         .expect("the docs show an authorization block");

@@ -4,12 +4,10 @@
 //! read instead). On a replicated bucket an owner read of a key the
 //! gateway knows is its barrier alone. More is a performance bug.
 
-mod common;
-
 use std::time::Duration;
 
-use common::cluster::{self, Cluster};
-use common::{Setup, call};
+use crate::common::cluster::{self, Cluster};
+use crate::common::{Setup, call};
 use futures::StreamExt;
 use serde_json::{Value, json};
 

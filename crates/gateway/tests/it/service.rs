@@ -3,12 +3,10 @@
 //! checked field by field against the ADR's `io.nats.micro.v1` schemas, the
 //! error headers of a failed call, and the queue group left as it was.
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::service::{collect, collect_json, only_json};
-use common::{Gateway, NatsServer, Setup, call, client, timestamp};
+use crate::common::service::{collect, collect_json, only_json};
+use crate::common::{Gateway, NatsServer, Setup, call, client, timestamp};
 use serde_json::{Value, json};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");

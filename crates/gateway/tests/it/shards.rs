@@ -3,13 +3,11 @@
 //! leave hands over by transfer, a crashed member drops out by TTL, and no
 //! shard is ever owned by two members at once.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Setup, command, eventually};
+use crate::common::{Setup, command, eventually};
 use dagnats_leases_client::shards::{Owned, ShardGroup, ShardOptions, assign::assign};
 use dagnats_leases_client::{ChangeKind, LeaseClient, changes};
 use futures::StreamExt;
@@ -443,7 +441,7 @@ fn record_gaps(
 /// The figures the README quotes: convergence after a join, a graceful
 /// leave and a crash, shards moved against the minimum, and the longest
 /// time a shard had no owner in a graceful leave. Run by hand:
-/// `cargo test -p dagnats-leases --test shards -- --ignored --nocapture`.
+/// `cargo test -p dagnats-leases --test it shard_group_figures -- --ignored --nocapture`.
 #[tokio::test]
 #[ignore]
 async fn shard_group_figures() {

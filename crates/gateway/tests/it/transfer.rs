@@ -3,13 +3,14 @@
 //! fence; anything else is `lost` or `invalid`, and the old holder's fence
 //! is stale everywhere afterwards.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::common;
+use crate::common::lease_ops::transfer;
+use crate::common::{
+    Gateway, Http, NatsServer, Setup, assert_error, eventually, stream_state, timestamp,
+};
 use bytes::Bytes;
-use common::lease_ops::transfer;
-use common::{Gateway, Http, NatsServer, Setup, assert_error, eventually, stream_state, timestamp};
 use dagnats_leases_client::wire::names::{HEADER_EVENT, HEADER_PREVIOUS_HOLDER};
 use dagnats_leases_client::{
     ChangeEvent, ChangeKind, FenceGate, KeeperOptions, LeaseClient, LeaseKeeper, Ownership,

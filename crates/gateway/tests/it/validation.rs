@@ -1,9 +1,7 @@
 //! Bad input of every kind: a clear `invalid`, the gateway keeps serving,
 //! and nothing in the bucket changes.
 
-mod common;
-
-use common::{Setup, call_raw, stream_state};
+use crate::common::{Setup, call_raw, stream_state};
 use serde_json::{Value, json};
 
 /// Sends each body to `op` and checks every reply is exactly

@@ -1,0 +1,33 @@
+//! The gateway's integration tests, one module per area, against real
+//! nats-server and gateway processes (`common/` is the harness). One test
+//! binary, so the harness and the dependencies link once; the fault runs
+//! and their checker are the other binary, `faults`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod batched_writes;
+mod bucket;
+mod cli;
+mod client;
+mod cluster;
+mod dashboard;
+mod events;
+mod forward;
+mod gateway;
+mod http_cluster;
+mod http_docs;
+mod http_events;
+mod http_forward;
+mod http_leases;
+mod http_ops;
+mod http_schemathesis;
+mod leases;
+mod list;
+mod list_load;
+mod operations;
+mod round_trips;
+mod service;
+mod shards;
+mod transfer;
+mod validation;
