@@ -124,8 +124,7 @@ pub fn inbox_subject(holder: &str, key: &str) -> String {
 
 /// Subject of the record for `key`.
 pub fn key_subject(key: &str) -> String {
-    // Pushed, not format!ted: every write and read names one (callgrind:
-    // format! was 780 instructions of a renew, this under 200).
+    // Pushed, not format!ted: every write and read names one.
     let mut subject = String::with_capacity(5 + BUCKET.len() + key.len());
     subject.push_str("$KV.");
     subject.push_str(BUCKET);

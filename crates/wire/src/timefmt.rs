@@ -33,8 +33,8 @@ pub fn format(at: OffsetDateTime) -> String {
 }
 
 /// The wire layout of `at`, for years 0 to 9999 (the others have no
-/// four-digit year). Written by hand: `time`'s general formatter was a
-/// tenth of a renew's instructions, humantime's a twentieth (callgrind).
+/// four-digit year). Written by hand: the general formatters cost a renew
+/// more than the whole of its timestamp work should.
 fn written(at: OffsetDateTime) -> Option<[u8; LEN]> {
     let at = at.to_offset(UtcOffset::UTC);
     let (year, month, day) = at.to_calendar_date();

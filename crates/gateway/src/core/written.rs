@@ -7,8 +7,7 @@
 //! the event apart is its payload. A record is taken only for the very
 //! bytes it was serialized into, and parsing those bytes gives that record
 //! (its timestamps are kept to the millisecond, as the wire carries them:
-//! `lease_record`), so taking it is exact. Parsing them again was 5 % of a
-//! renew's instructions (callgrind).
+//! `lease_record`), so taking it is exact, and saves parsing on the hot path.
 
 use std::sync::Mutex;
 

@@ -93,9 +93,8 @@ pub(crate) async fn serve(
         permits,
         give_up,
     };
-    // Unordered: a request wakes only its own subject's loop. `join_all`
-    // polled all five on every request (callgrind: 2.6 k instructions of
-    // a renew's 105 k).
+    // Unordered: a request wakes only its own subject's loop, where
+    // `join_all` would poll every loop on every request.
     let loops: FuturesUnordered<_> = subs
         .into_iter()
         .map(|subject| front.serve_subject(subject, shutdown.clone()))
@@ -285,8 +284,7 @@ async fn handle(
 
 /// Decodes `body` into `core_call`'s request, runs it and encodes its
 /// reply. Its state is boxed, so the spawned task holds a pointer, not the
-/// largest operation's state: unboxed, the task was 5.6 KB and moving it
-/// cost a renew 7 k instructions of memcpy (callgrind).
+/// largest operation's state, which every spawn would otherwise copy.
 async fn call<R, T, E, F>(
     body: &[u8],
     core_call: impl FnOnce(R) -> F,
