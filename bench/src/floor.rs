@@ -5,6 +5,7 @@
 
 use async_nats::{Client, HeaderMap};
 use futures::StreamExt;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use std::sync::Arc;
@@ -12,7 +13,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::measure::{Latency, Op, op};
-use crate::report::Floor;
 
 /// Answers every request on `subject` with its own payload, returning once
 /// the subscription is registered. The floor's hop and the gateway's forward
@@ -37,6 +37,16 @@ pub const ECHO_SUBJECT: &str = "bench.echo";
 pub async fn echo_responder(nats: &Client) -> String {
     echo(nats, ECHO_SUBJECT.to_string()).await;
     ECHO_SUBJECT.to_string()
+}
+
+/// The floor's sequential latencies, each a gateway figure's denominator.
+#[derive(Serialize)]
+pub struct Floor {
+    /// The stream the floor wrote to and read from.
+    pub stream: String,
+    pub hop: Latency,
+    pub compare_and_set: Latency,
+    pub leader_read: Latency,
 }
 
 /// The floor's calls, one after another: a hop to `echo`, and a

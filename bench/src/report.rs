@@ -7,19 +7,11 @@ use std::borrow::Borrow;
 use serde::Serialize;
 
 use crate::Params;
+use crate::floor::Floor;
 use crate::gateway_ops::Sequential;
 use crate::http_ops::FanOut;
 use crate::measure::{Latency, RangeRead, Throughput};
 use crate::scale::Scale;
-
-#[derive(Serialize)]
-pub struct Floor {
-    /// The stream the floor wrote to and read from.
-    pub stream: String,
-    pub hop: Latency,
-    pub compare_and_set: Latency,
-    pub leader_read: Latency,
-}
 
 #[derive(Serialize)]
 pub struct Etcd {
