@@ -4,8 +4,8 @@
 //! `$SRV.PING` (ADR-32).
 //!
 //! Everything is read live, on request: the server's INFO of the
-//! connection, one `STREAM.INFO` (answered by the stream leader) and one
-//! ping collected for [`PING_WINDOW`].
+//! connection, one `STREAM.INFO` (answered by the stream leader, asked
+//! through the store) and one ping collected for [`PING_WINDOW`].
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -23,9 +23,6 @@ use dagnats_leases_wire::service::PingResponse;
 /// How long pings are collected: gateways on the same cluster answer
 /// within milliseconds; one that has not answered by then is not counted.
 pub const PING_WINDOW: Duration = Duration::from_millis(300);
-
-/// How long the stream leader has to answer `STREAM.INFO`.
-const STREAM_INFO_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What `GET /v1/cluster` answers.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -210,19 +207,11 @@ struct PeerInfo {
 
 /// The stream's leader and replicas, from the leader's `STREAM.INFO`.
 pub async fn stream(client: &Client) -> StreamView {
-    let subject = format!("$JS.API.STREAM.INFO.{STREAM}");
-    let reply = tokio::time::timeout(STREAM_INFO_TIMEOUT, client.request(subject, "".into())).await;
-    let reply = match reply {
-        Err(_) => {
-            return StreamView::unreadable(format!(
-                "no answer from the stream leader within {} s",
-                STREAM_INFO_TIMEOUT.as_secs()
-            ));
-        }
-        Ok(Err(err)) => return StreamView::unreadable(format!("JetStream: {err}")),
-        Ok(Ok(reply)) => reply,
+    let reply = match crate::store::stream_info(client).await {
+        Ok(reply) => reply,
+        Err(reason) => return StreamView::unreadable(reason),
     };
-    let info: StreamInfo = match serde_json::from_slice(&reply.payload) {
+    let info: StreamInfo = match serde_json::from_value(reply) {
         Ok(info) => info,
         Err(err) => return StreamView::unreadable(format!("stream info reply: {err}")),
     };

@@ -1,20 +1,14 @@
-//! Reads and compare-and-set writes on the `leases` bucket.
+//! Reads and compare-and-set writes on the `leases` bucket; and the one
+//! place where what JetStream answered (`jsapi.rs`) and what a list came
+//! to (`snapshot.rs`) become the core's [`StoreError`].
 //!
 //! Every read is `STREAM.MSG.GET` with `last_by_subj`, which only the stream
 //! leader answers; every write is a JetStream publish that expects the
-//! key's last sequence. Server answers are translated into [`StoreError`]
-//! here and nowhere else.
-//!
-//! A leader that a partition cut off from its peers keeps believing it
-//! leads, and answering reads, until it notices it lost its quorum (10 to
-//! 20 s on nats-server 2.15), while the others elect a new leader after 4
-//! to 9 s and take writes: reads through it can be stale. nats-server has
-//! no read fence (`min_last_seq` was removed before 2.12 shipped; see
-//! docs/operations.md), so on a replicated bucket every read is confirmed
-//! by a write only the real leader can commit: a publish to
-//! [`READ_BARRIER_SUBJECT`] that expects the key's last sequence to be the
-//! one read. It is checked in the replicated log's order, so when it is
-//! acknowledged the value read was the key's current one at that point.
+//! key's last sequence. A leader cut off by a partition can go on answering
+//! reads after another was elected, so on a replicated bucket every read is
+//! confirmed by a barrier: a publish to [`READ_BARRIER_SUBJECT`], which only
+//! the current leader can commit, expecting the key's last sequence to be
+//! the one read (docs/design.md, "Reads").
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -245,8 +239,8 @@ impl Bucket {
     /// The last entry of every key, as of a moment after a barrier the
     /// current leader committed (`snapshot.rs`). One snapshot is taken at
     /// a time, and the lists that arrive meanwhile share the next one
-    /// (`turns.rs`): each walks every key, which cost the servers about
-    /// 80 ms of CPU at 10,000 leases, so lists at once starved renewals.
+    /// (`turns.rs`): each walks every key on the servers, so lists each
+    /// on their own starve renewals.
     pub(super) async fn entries(&self) -> Result<Snapshot, StoreError> {
         let snapshot = || async { self.snapshot().await.map(Arc::new) };
         self.lists
@@ -264,7 +258,14 @@ impl Bucket {
             )
             .await?;
         let at = self.acknowledged(&reply)?;
-        snapshot::entries(&self.jetstream, at).await
+        let listed = snapshot::entries(&self.jetstream, at)
+            .await
+            .map_err(list_failed)?;
+        let entries = listed.into_iter().map(|(key, seq, entry)| {
+            let entry = entry.map_err(|cause| StoreError::Corrupt { seq, cause });
+            (key, entry)
+        });
+        Ok(entries.collect())
     }
 
     /// A publish to `subject` with `headers` (its checks on the subject
@@ -297,8 +298,7 @@ impl Bucket {
         expected: u64,
         write: Write,
     ) -> Result<u64, StoreError> {
-        // Names made once: parsing a name on every write was a few
-        // percent of a renew (callgrind).
+        // Names made once: parsing them on every write costs the hot path.
         const PREVIOUS_HOLDER: HeaderName = HeaderName::from_static(HEADER_PREVIOUS_HOLDER);
         const EXPECTED_SEQ: HeaderName = HeaderName::from_static(HEADER_EXPECTED_SEQ);
         const TTL: HeaderName = HeaderName::from_static(HEADER_TTL);
@@ -366,6 +366,17 @@ fn or_missing(failure: Failure, no_responders: StoreError) -> StoreError {
         Failure::NoResponders => no_responders,
         Failure::TooLate => StoreError::TooLate,
         Failure::Failed(reason) => StoreError::Unavailable(reason),
+        Failure::Unexpected(reason) => StoreError::Unexpected(reason),
+    }
+}
+
+/// Why a list could not be taken, in the core's terms.
+fn list_failed(failure: Failure) -> StoreError {
+    match or_missing(failure, StoreError::Unavailable(NO_JETSTREAM.into())) {
+        StoreError::Unavailable(reason) => {
+            StoreError::Unavailable(format!("listing the bucket: {reason}"))
+        }
+        other => other,
     }
 }
 

@@ -1,6 +1,8 @@
-//! The one caller of JetStream: `$JS.API.*` requests and the publishes whose
-//! acknowledgement JetStream sends, with one timeout and one list of the
-//! error codes the store gives a meaning to.
+//! The one caller of JetStream: every `$JS.API.*` request, every publish
+//! whose acknowledgement JetStream sends, and the pulls of a list's
+//! consumer, each bounded by one of the timeouts below. It reports what
+//! came back in JetStream's own terms ([`Failure`], [`ApiError`], [`code`]);
+//! what they mean to the core is decided in `bucket.rs`.
 //!
 //! What "no responders" means depends on the subject (no JetStream, no
 //! stream leader, no stream capturing a key), so it is reported as such and
@@ -9,8 +11,9 @@
 use std::time::Duration;
 
 use async_nats::connection::State;
-use async_nats::{Client, HeaderMap, Request, RequestErrorKind, Subject, ToSubject};
+use async_nats::{Client, HeaderMap, Message, Request, RequestErrorKind, Subject, ToSubject};
 use bytes::Bytes;
+use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -18,6 +21,16 @@ use serde_json::Value;
 /// `unavailable`; below a client's usual 5 s request timeout, so callers
 /// hear why rather than time out.
 pub(super) const TIMEOUT: Duration = Duration::from_secs(4);
+
+/// How long a look at the stream for the cluster view (`/v1/cluster`,
+/// `/readyz`, `/metrics`) may take: a probe hears of a stream without a
+/// leader sooner than a call would.
+const VIEW_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a consumer's inbox waits for the next message. The server
+/// answers every pull by its expiry, at most [`TIMEOUT`]; this bounds only
+/// a pull whose answers were lost with the connection.
+const PULL_TIMEOUT: Duration = Duration::from_secs(TIMEOUT.as_secs() * 2);
 
 /// JetStream error codes (`err_code`) the store gives a meaning to.
 pub(super) mod code {
@@ -32,6 +45,8 @@ pub(super) mod code {
     pub(crate) const STREAM_NAME_IN_USE: u64 = 10058;
     /// The stream does not exist.
     pub(crate) const STREAM_NOT_FOUND: u64 = 10059;
+    /// The JetStream cluster has no meta leader now: nothing was made.
+    pub(crate) const CLUSTER_NOT_AVAILABLE: u64 = 10008;
 }
 
 /// What JetStream said it failed at, from a reply's `error` field.
@@ -54,14 +69,20 @@ pub(super) enum Failure {
     Failed(String),
     /// A publish that waited to be sent past its send-by: never sent.
     TooLate,
+    /// An answer in a form JetStream does not give; what it was.
+    Unexpected(String),
 }
 
 impl Failure {
     /// No answer to `what` within [`TIMEOUT`].
     pub(super) fn timed_out(what: &str) -> Self {
+        Failure::timed_out_after(what, TIMEOUT)
+    }
+
+    fn timed_out_after(what: &str, within: Duration) -> Self {
         Failure::Failed(format!(
             "JetStream did not answer {what} within {} ms",
-            TIMEOUT.as_millis()
+            within.as_millis()
         ))
     }
 }
@@ -86,11 +107,6 @@ impl JetStream {
         JetStream { client }
     }
 
-    /// The connection underneath, for the consumer a listing reads.
-    pub(super) fn client(&self) -> &Client {
-        &self.client
-    }
-
     /// One request to `subject` and its reply body, within [`TIMEOUT`].
     pub(super) async fn request(
         &self,
@@ -98,17 +114,27 @@ impl JetStream {
         headers: HeaderMap,
         body: Bytes,
     ) -> Result<Bytes, Failure> {
+        self.request_within(subject.to_subject(), headers, body, TIMEOUT)
+            .await
+    }
+
+    async fn request_within(
+        &self,
+        subject: Subject,
+        headers: HeaderMap,
+        body: Bytes,
+        within: Duration,
+    ) -> Result<Bytes, Failure> {
         if self.client.connection_state() != State::Connected {
             return Err(Failure::Failed("not connected to NATS".into()));
         }
-        let subject = subject.to_subject();
         // Bounded here, enqueueing included, and so not by the client's
-        // own request timeout too: that second timer per request cost a
-        // renew 1,430 instructions (callgrind, 90,069 to 88,641).
+        // own request timeout too: a second timer per request costs the
+        // hot path.
         let request = Request::new().headers(headers).payload(body).timeout(None);
         let call = self.client.send_request(subject.clone(), request);
-        match tokio::time::timeout(TIMEOUT, call).await {
-            Err(_) => Err(Failure::timed_out(asked(&subject))),
+        match tokio::time::timeout(within, call).await {
+            Err(_) => Err(Failure::timed_out_after(asked(&subject), within)),
             Ok(Err(err)) => Err(match err.kind() {
                 RequestErrorKind::NoResponders => Failure::NoResponders,
                 _ => Failure::Failed(format!("NATS request: {err}")),
@@ -137,18 +163,79 @@ impl JetStream {
     }
 
     /// `$JS.API.<op>` with a JSON body, and its JSON reply (which may carry
-    /// an `error`); `Err` says why there was no reply.
+    /// an `error`), within [`TIMEOUT`]; `Err` says why there was no reply.
     pub(super) async fn api(&self, op: &str, body: &Value) -> Result<Value, String> {
+        self.api_within(op, body, TIMEOUT).await
+    }
+
+    /// [`JetStream::api`] for the cluster view, within [`VIEW_TIMEOUT`].
+    pub(super) async fn view(&self, op: &str) -> Result<Value, String> {
+        self.api_within(op, &Value::Object(Default::default()), VIEW_TIMEOUT)
+            .await
+    }
+
+    async fn api_within(&self, op: &str, body: &Value, within: Duration) -> Result<Value, String> {
         let payload = serde_json::to_vec(body).expect("JSON serializes");
         let reply = self
-            .request(api_subject(op), HeaderMap::new(), payload.into())
+            .request_within(api_subject(op), HeaderMap::new(), payload.into(), within)
             .await
             .map_err(|failure| match failure {
                 Failure::NoResponders => NO_JETSTREAM.to_string(),
-                Failure::Failed(reason) => reason,
+                Failure::Failed(reason) | Failure::Unexpected(reason) => reason,
                 Failure::TooLate => "not sent in time".to_string(),
             })?;
         serde_json::from_slice(&reply).map_err(|err| format!("JetStream reply: {err}"))
+    }
+
+    /// An inbox of its own for pulls from `consumer` of `stream`.
+    pub(super) async fn pulls(&self, stream: &str, consumer: &str) -> Result<Pulls, Failure> {
+        let inbox = Subject::from(self.client.new_inbox());
+        let messages = self
+            .client
+            .subscribe(inbox.clone())
+            .await
+            .map_err(|err| Failure::Failed(format!("NATS subscribe: {err}")))?;
+        Ok(Pulls {
+            client: self.client.clone(),
+            next: api_subject(&format!("CONSUMER.MSG.NEXT.{stream}.{consumer}")),
+            inbox,
+            messages,
+        })
+    }
+}
+
+/// Pull requests to one consumer, and the messages and statuses they
+/// bring, on an inbox of their own.
+pub(super) struct Pulls {
+    client: Client,
+    next: Subject,
+    inbox: Subject,
+    messages: async_nats::Subscriber,
+}
+
+impl Pulls {
+    /// Asks for messages: `request` is a `CONSUMER.MSG.NEXT` body.
+    pub(super) async fn request(&self, request: &Value) -> Result<(), Failure> {
+        self.client
+            .publish_with_reply(
+                self.next.clone(),
+                self.inbox.clone(),
+                request.to_string().into(),
+            )
+            .await
+            .map_err(|err| Failure::Failed(format!("NATS publish: {err}")))
+    }
+
+    /// The next message or status on the inbox, within [`PULL_TIMEOUT`].
+    pub(super) async fn next(&mut self) -> Result<Message, Failure> {
+        match tokio::time::timeout(PULL_TIMEOUT, self.messages.next()).await {
+            Err(_) => Err(Failure::Failed(format!(
+                "JetStream did not end a pull within {} ms",
+                PULL_TIMEOUT.as_millis()
+            ))),
+            Ok(None) => Err(Failure::Failed("the pull's subscription ended".into())),
+            Ok(Some(message)) => Ok(message),
+        }
     }
 }
 

@@ -7,8 +7,10 @@
 //! are still tried), unsupported (server older than 2.11), or unavailable
 //! (JetStream off or unreachable before it ever served, or a bucket it
 //! must not run on; retried). The store knows the core only through that seam
-//! (`core::ports`): it translates server answers into the core's
-//! [`StoreError`], once, in `bucket.rs`.
+//! (`core::ports`).
+//!
+//! `jsapi.rs` is the only module that talks to JetStream; `bucket.rs` is
+//! the only one that turns its answers into the core's [`StoreError`].
 
 mod bucket;
 mod jsapi;
@@ -31,11 +33,21 @@ use tokio_util::sync::CancellationToken;
 use crate::core::ports::{Availability, Records, Snapshot, StoreError, Write};
 use crate::settings::BucketSettings;
 use bucket::Bucket;
+use dagnats_leases_wire::names::STREAM;
 use dagnats_leases_wire::record::Entry;
 use jsapi::JetStream;
 use provision::Provisioned;
 pub(crate) use provision::Refusal;
 use publisher::Publisher;
+
+/// The bucket's stream as its leader describes it (`STREAM.INFO`), for
+/// the cluster view: the reply, which may carry an `error`, or why there
+/// is none.
+pub(crate) async fn stream_info(client: &Client) -> Result<serde_json::Value, String> {
+    JetStream::new(client.clone())
+        .view(&format!("STREAM.INFO.{STREAM}"))
+        .await
+}
 
 /// What the provisioner last found: a bucket handle while it is ready or
 /// degraded.
@@ -165,8 +177,7 @@ pub(crate) fn store(client: Client, settings: BucketSettings) -> (Store, Provisi
 
 /// Retry delays while JetStream is unavailable: how long `/readyz` (and,
 /// before the bucket ever served, every call) may go on answering
-/// `unavailable` after the stream is back. With 5 s, and calls blocked
-/// too, the fault run served again up to 3.7 s after a new leader.
+/// `unavailable` after the stream is back.
 const RETRY_MIN: Duration = Duration::from_millis(250);
 const RETRY_MAX: Duration = Duration::from_secs(1);
 

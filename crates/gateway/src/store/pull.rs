@@ -1,34 +1,20 @@
 //! A pull consumer's messages up to the end of its stream, where the end
-//! is the one the server finds in its store.
-//!
-//! Each message a consumer delivers carries how many are still pending,
-//! but that count lags: a write that replaces a key's message ahead of the
-//! consumer takes the old message out of the count at once and puts the
-//! new one in only when the stream's signal loop gets to it
-//! (`decStreamPending` against `processStreamSignal` in nats-server's
-//! `consumer.go`). A reader that stopped at "0 pending" missed a key
-//! renewed while it read: the old message gone, the new one still to come.
-//!
-//! So every pull asks `no_wait` with an expiry: the server then ends it
-//! with `404 No Messages` only when its delivery loop, having delivered at
-//! least one message, looks in the store for the next one and finds none.
-//! Every message stored before that moment has then been delivered, or
-//! was replaced by a later one that has.
+//! is the one the server finds in its store: every pull asks `no_wait`
+//! with an expiry, which the server ends with `404 No Messages` only when
+//! it looks for the next message and finds none. The pending count each
+//! message carries lags behind a key rewritten during the walk, so a reader
+//! stopping at "0 pending" could miss it (docs/design.md, "Lists").
 
 use std::time::Duration;
 
-use async_nats::jetstream::Context;
-use async_nats::{Message, StatusCode, Subject, Subscriber};
-use futures::StreamExt;
+use async_nats::{Message, StatusCode};
 use time::OffsetDateTime;
 
-use super::jsapi::{TIMEOUT, api_subject};
-use super::snapshot::Unserved;
-use crate::core::ports::StoreError;
+use super::jsapi::{Failure, JetStream, Pulls, TIMEOUT};
 use dagnats_leases_wire::names::STREAM;
 
 /// Messages asked for in one pull: a bucket of 10,000 keys arrives in one
-/// request (the ordered consumer's 500 took 20 round trips).
+/// request.
 const BATCH: usize = 50_000;
 /// How long a pull after a full one waits for a first message. Only a
 /// stream that ended exactly at the full pull's last message leaves it
@@ -42,15 +28,42 @@ pub(super) enum Pulled {
     /// The server found no message past the last one delivered.
     End,
     /// Worth another consumer; why this one could not serve.
-    Again(Unserved),
+    Again(Stall),
+}
+
+/// Why a consumer's pulls could not reach the end of the stream, where
+/// another consumer's may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stall {
+    /// Its first pull found nobody listening yet: the consumer's interest
+    /// had not crossed the routes.
+    NotListening,
+    /// A pull after a full one got nothing: the end, or a stall.
+    NoEnd,
+}
+
+impl Stall {
+    /// Its label on `dagnats_list_consumers_total`.
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Stall::NotListening => "not_listening",
+            Stall::NoEnd => "no_end",
+        }
+    }
+}
+
+impl std::fmt::Display for Stall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stall::NotListening => "had no responder for its pull request",
+            Stall::NoEnd => "could not tell the end of the stream after a full pull",
+        })
+    }
 }
 
 /// Pulls from one consumer on one inbox.
 pub(super) struct ToTheEnd {
-    context: Context,
-    next: Subject,
-    inbox: Subject,
-    messages: Subscriber,
+    pulls: Pulls,
     /// Messages the current pull has delivered.
     in_pull: usize,
     /// Whether the current pull follows a full one.
@@ -59,18 +72,9 @@ pub(super) struct ToTheEnd {
 
 impl ToTheEnd {
     /// Subscribes an inbox and sends the first pull to `consumer`.
-    pub(super) async fn start(context: &Context, consumer: &str) -> Result<Self, StoreError> {
-        let client = context.client();
-        let inbox = Subject::from(client.new_inbox());
-        let messages = client
-            .subscribe(inbox.clone())
-            .await
-            .map_err(|err| unavailable(&err))?;
+    pub(super) async fn start(jetstream: &JetStream, consumer: &str) -> Result<Self, Failure> {
         let mut pull = ToTheEnd {
-            context: context.clone(),
-            next: api_subject(&format!("CONSUMER.MSG.NEXT.{STREAM}.{consumer}")),
-            inbox,
-            messages,
+            pulls: jetstream.pulls(STREAM, consumer).await?,
             in_pull: 0,
             follow_up: false,
         };
@@ -78,50 +82,25 @@ impl ToTheEnd {
         Ok(pull)
     }
 
-    async fn request(&mut self, expires: Duration) -> Result<(), StoreError> {
+    async fn request(&mut self, expires: Duration) -> Result<(), Failure> {
         let body = serde_json::json!({
             "batch": BATCH,
             "expires": u64::try_from(expires.as_nanos()).unwrap_or(u64::MAX),
             "no_wait": true,
         });
-        self.context
-            .client()
-            .publish_with_reply(
-                self.next.clone(),
-                self.inbox.clone(),
-                body.to_string().into(),
-            )
-            .await
-            .map_err(|err| unavailable(&err))?;
+        self.pulls.request(&body).await?;
         self.in_pull = 0;
         Ok(())
     }
 
     /// The next message, the end, or why another consumer is worth making.
-    pub(super) async fn next(&mut self) -> Result<Pulled, StoreError> {
-        // The server answers a pull by its expiry; this only bounds a pull
-        // whose answers were lost with the connection.
-        let message = match tokio::time::timeout(TIMEOUT * 2, self.messages.next()).await {
-            Err(_) => {
-                return Err(StoreError::Unavailable(format!(
-                    "listing the bucket: JetStream did not end a pull within {} ms",
-                    (TIMEOUT * 2).as_millis()
-                )));
-            }
-            Ok(None) => {
-                return Err(StoreError::Unavailable(
-                    "listing the bucket: the pull's subscription ended".into(),
-                ));
-            }
-            Ok(Some(message)) => message,
-        };
+    pub(super) async fn next(&mut self) -> Result<Pulled, Failure> {
+        let message = self.pulls.next().await?;
         match ended(message.status, self.in_pull, self.follow_up) {
             Some(Ok(pulled)) => return Ok(pulled),
             Some(Err(why)) => {
                 let said = message.description.as_deref().unwrap_or_default();
-                return Err(StoreError::Unavailable(format!(
-                    "listing the bucket: the pull {why} ({said})"
-                )));
+                return Err(Failure::Failed(format!("the pull {why} ({said})")));
             }
             None => {}
         }
@@ -131,7 +110,7 @@ impl ToTheEnd {
             self.request(FOLLOW_UP).await?;
         }
         let Some(delivery) = message.reply.as_deref().and_then(Delivery::parse) else {
-            return Err(StoreError::Unexpected(format!(
+            return Err(Failure::Unexpected(format!(
                 "consumer message without a JetStream reply subject: {:?}",
                 message.reply
             )));
@@ -140,10 +119,9 @@ impl ToTheEnd {
     }
 }
 
-/// Where a consumer's message sits, as its reply subject says (ADR-15).
-/// Read here rather than through async-nats' `jetstream::Message`, which
-/// needs a clone of the JetStream context per message: dropping them alone
-/// took 4 % of the gateway's CPU in a list of 10,000 leases (perf).
+/// Where a consumer's message sits, as its reply subject says (ADR-15):
+/// read here rather than through async-nats' `jetstream::Message`, which
+/// costs a clone of a JetStream context per message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Delivery {
     /// The message's sequence in the stream.
@@ -197,24 +175,16 @@ fn ended(
         StatusCode::OK => None,
         // With an expiry, the server says so only once the pull delivered.
         StatusCode::NOT_FOUND if in_pull > 0 => Some(Ok(Pulled::End)),
-        StatusCode::TIMEOUT if in_pull == 0 && follow_up => {
-            Some(Ok(Pulled::Again(Unserved::NoEnd)))
-        }
+        StatusCode::TIMEOUT if in_pull == 0 && follow_up => Some(Ok(Pulled::Again(Stall::NoEnd))),
         StatusCode::TIMEOUT => Some(Err("expired before the stream's end")),
-        StatusCode::NO_RESPONDERS => Some(Ok(Pulled::Again(Unserved::NotListening))),
+        StatusCode::NO_RESPONDERS => Some(Ok(Pulled::Again(Stall::NotListening))),
         _ => Some(Err("was refused")),
     }
 }
 
-fn unavailable(err: &dyn std::fmt::Display) -> StoreError {
-    StoreError::Unavailable(format!(
-        "listing the bucket: pulling from the consumer: {err}"
-    ))
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{Delivery, Pulled, Unserved, ended};
+    use super::{Delivery, Pulled, Stall, ended};
     use async_nats::StatusCode;
     use time::macros::datetime;
 
@@ -280,7 +250,7 @@ mod tests {
         );
         assert_eq!(
             said(ended(expired, 0, true)),
-            format!("again: {}", Unserved::NoEnd)
+            format!("again: {}", Stall::NoEnd)
         );
     }
 
@@ -288,7 +258,7 @@ mod tests {
     fn a_pull_nobody_answers_is_worth_another_consumer() {
         assert_eq!(
             said(ended(Some(StatusCode::NO_RESPONDERS), 0, false)),
-            format!("again: {}", Unserved::NotListening)
+            format!("again: {}", Stall::NotListening)
         );
         for other in [
             StatusCode::IDLE_HEARTBEAT,

@@ -1,53 +1,29 @@
 //! Every key's last entry at once, for list and SSE resume: one consumer
 //! that delivers the last message of each subject, confirmed current once
-//! for the whole answer.
-//!
-//! A consumer reads from the node that hosts it, which a partition may have
-//! cut off while it still believes it leads (see `bucket.rs`). So first a
-//! barrier, a publish only the current stream leader can commit, is
-//! acknowledged at sequence `B`, on the lists' own subject: an owner
-//! read's barrier, one per read, would rewrite it while the consumer walks
-//! the bucket, and the one the consumer then finds could sit past the
-//! start set: 10 lists of 10,000 leases among owner reads made 8 more
-//! consumers, and one answered `unavailable` (tests/list_load.rs). Then
-//! the consumer's messages are read to the end of the stream as the server
-//! finds it in its store (`pull.rs`): a key rewritten while the list reads
-//! is delivered at its new message.
-//!
-//! The consumer's first messages are the last message of each subject as
-//! its node held them when the consumer was made, the lists' barrier
-//! included. Only if that barrier is at `B` or later did the node hold
-//! every write acknowledged before the list began; then the snapshot is
-//! the bucket as of a moment inside the call. (With one message per
-//! subject nats-server walks the stream in order, so a message rewritten
-//! before the walk reaches it drops out and the later ones move up: the
-//! check counts positions, which is why the lists' barrier must be one
-//! nothing else rewrites.) A node still catching up (a
-//! healed partition) can start from older messages and reach `B` later
-//! by restoring a leader's snapshot, which delivers none of the writes in
-//! between: a 300 s fault run listed revisions 25 s old that way. Then,
-//! as soon as the start set is in, a new consumer is made, and after
-//! [`CATCH_UP`] of that the list answers `unavailable`. One barrier and one
-//! consumer replace a confirmed read per key (10,000 leases: 3.35 s then,
-//! 0.1 to 0.4 s now).
+//! for the whole answer. The barrier (`bucket.rs`) is acknowledged at `B`
+//! before the consumer is made, and the consumer serves the list only if
+//! the messages it started from hold the lists' barrier at `B` or later;
+//! else another consumer is tried. Why that proves the list current:
+//! docs/design.md, "Lists".
 
 use std::time::Duration;
 
 use async_nats::Message;
-use async_nats::jetstream::ErrorCode;
-use async_nats::jetstream::consumer::DeliverPolicy;
-use async_nats::jetstream::consumer::{AckPolicy, pull};
-use async_nats::jetstream::stream::{ConsumerError, ConsumerErrorKind};
 use foldhash::{HashMap, HashMapExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
 use time::OffsetDateTime;
 use tokio::time::Instant;
 
-use super::jsapi::{JetStream, TIMEOUT};
-use super::pull::{Delivery, Pulled, ToTheEnd};
-use crate::core::ports::{KeyEntry, StoreError};
+use super::jsapi::{ApiError, Failure, JetStream, code};
+use super::pull::{Delivery, Pulled, Stall, ToTheEnd};
 use crate::metrics;
 use dagnats_leases_wire::names::{KEY_SUBJECTS, LIST_BARRIER_SUBJECT, STREAM, key_subject};
 use dagnats_leases_wire::record::{ENTRY_HEADERS, Entry, decode_entry};
+
+/// One key of a snapshot: its last message's sequence, and the entry that
+/// message holds or why it does not parse.
+pub(super) type Listed = (String, u64, Result<Entry, String>);
 
 /// How long the server keeps a consumer nobody reads, should its delete
 /// be lost.
@@ -55,13 +31,9 @@ const INACTIVE: Duration = Duration::from_secs(30);
 
 /// How long a list keeps making consumers while each one started on a
 /// node behind the barrier, was refused while the JetStream cluster had no
-/// meta leader, or had nobody answering its pull. The server puts a
-/// consumer on a random replica; the one outside the write's quorum can
-/// trail the leader under load
-/// (four tries within 140 ms once left a list `unavailable` on CI), and a
-/// healed node restoring a snapshot trails it for seconds. Retrying lands
-/// on the others, or finds the trailing one caught up (or a meta leader
-/// elected).
+/// meta leader, or had nobody answering its pull: the server puts each
+/// consumer on a random replica, and one outside the write's quorum, or
+/// restoring a snapshot after a partition, can trail the leader.
 const CATCH_UP: Duration = Duration::from_secs(2);
 /// Consumers tried however long they took: one made on a slow node may
 /// use up [`CATCH_UP`] alone, and each new one lands elsewhere with
@@ -74,10 +46,7 @@ const MAX_PAUSE: Duration = Duration::from_millis(200);
 
 /// The last entry of every key, from the moment the stream reached at
 /// least `barrier` (the acknowledged barrier's sequence).
-pub(super) async fn entries(
-    jetstream: &JetStream,
-    barrier: u64,
-) -> Result<Vec<KeyEntry>, StoreError> {
+pub(super) async fn entries(jetstream: &JetStream, barrier: u64) -> Result<Vec<Listed>, Failure> {
     let started = Instant::now();
     let mut tries = Tries::default();
     loop {
@@ -94,9 +63,8 @@ pub(super) async fn entries(
         };
         metrics::list_consumer(why.label());
         let Some(pause) = tries.failed(started.elapsed()) else {
-            return Err(StoreError::Unavailable(format!(
-                "listing the bucket: no consumer could serve it within {} tries and {} ms; \
-                 the last {why}",
+            return Err(Failure::Failed(format!(
+                "no consumer could serve it within {} tries and {} ms; the last {why}",
                 tries.made,
                 started.elapsed().as_millis()
             )));
@@ -108,22 +76,19 @@ pub(super) async fn entries(
 
 /// What one consumer came to.
 enum Attempt {
-    Listed(Vec<KeyEntry>),
+    Listed(Vec<Listed>),
     Again(Unserved),
 }
 
 /// Why one consumer could not serve a list where another may.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Unserved {
+enum Unserved {
     /// Its node had not reached the barrier when it started.
     Behind,
     /// JetStream refused to make it while electing a meta leader.
     NoMetaLeader,
-    /// Its first pull found nobody listening yet: the consumer's interest
-    /// had not crossed the routes.
-    NotListening,
-    /// A pull after a full one got nothing: the end, or a stall.
-    NoEnd,
+    /// Its pulls could not reach the end of the stream.
+    Pull(Stall),
 }
 
 impl Unserved {
@@ -132,20 +97,20 @@ impl Unserved {
         match self {
             Unserved::Behind => "behind",
             Unserved::NoMetaLeader => "no_meta_leader",
-            Unserved::NotListening => "not_listening",
-            Unserved::NoEnd => "no_end",
+            Unserved::Pull(stall) => stall.label(),
         }
     }
 }
 
 impl std::fmt::Display for Unserved {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Unserved::Behind => "started on a node behind the stream leader",
-            Unserved::NoMetaLeader => "was refused: JetStream system temporarily unavailable",
-            Unserved::NotListening => "had no responder for its pull request",
-            Unserved::NoEnd => "could not tell the end of the stream after a full pull",
-        })
+        match self {
+            Unserved::Behind => f.write_str("started on a node behind the stream leader"),
+            Unserved::NoMetaLeader => {
+                f.write_str("was refused: JetStream system temporarily unavailable")
+            }
+            Unserved::Pull(stall) => stall.fmt(f),
+        }
     }
 }
 
@@ -165,47 +130,71 @@ impl Tries {
     }
 }
 
+/// The answer to `CONSUMER.CREATE`: the consumer's name and how many
+/// messages it starts from, or why there is none.
+#[derive(Deserialize)]
+struct Created {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    num_pending: u64,
+    error: Option<ApiError>,
+}
+
+/// The list's consumer: every key's last message (the barrier subject
+/// too: its message tells how far the stream got), in the server's memory
+/// on one replica, never acknowledged.
+fn consumer_config() -> Value {
+    json!({
+        "filter_subject": KEY_SUBJECTS,
+        "deliver_policy": "last_per_subject",
+        "ack_policy": "none",
+        "mem_storage": true,
+        "num_replicas": 1,
+        "inactive_threshold": INACTIVE.as_nanos() as u64,
+    })
+}
+
 /// [`entries`] from one consumer, unless its node had not reached
 /// `barrier` when the consumer started, or it could not be made for now.
-async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, StoreError> {
-    let unavailable = |what: &str, err: &dyn std::fmt::Display| {
-        StoreError::Unavailable(format!("listing the bucket: {what}: {err}"))
-    };
-    let context = async_nats::jetstream::new(jetstream.client().clone());
-    let stream = context
-        .get_stream_no_info(STREAM)
+async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, Failure> {
+    let request = json!({"stream_name": STREAM, "config": consumer_config(), "action": "create"});
+    let reply = jetstream
+        .api(&format!("CONSUMER.CREATE.{STREAM}"), &request)
         .await
-        .map_err(|err| unavailable("the stream", &err))?;
-    let config = pull::Config {
-        // The barrier subject too: its message tells how far the stream got.
-        filter_subject: KEY_SUBJECTS.to_string(),
-        deliver_policy: DeliverPolicy::LastPerSubject,
-        ack_policy: AckPolicy::None,
-        memory_storage: true,
-        num_replicas: 1,
-        inactive_threshold: INACTIVE,
-        ..Default::default()
-    };
-    let create = stream.create_consumer(config);
-    let consumer = match tokio::time::timeout(TIMEOUT, create).await {
-        Err(_) => return Err(StoreError::Unavailable(timed_out("create a consumer"))),
-        Ok(Err(err)) if no_meta_leader(&err) => return Ok(Attempt::Again(Unserved::NoMetaLeader)),
-        Ok(Err(err)) => return Err(unavailable("creating a consumer", &err)),
-        Ok(Ok(consumer)) => consumer,
-    };
-    let name = consumer.cached_info().name.clone();
-    let mut start = StartSet::new(consumer.cached_info().num_pending, barrier);
+        .map_err(|reason| Failure::Failed(format!("creating a consumer: {reason}")))?;
+    let created: Created = serde_json::from_value(reply)
+        .map_err(|err| Failure::Unexpected(format!("consumer create reply: {err}")))?;
+    match created.error {
+        None => {}
+        Some(err) if err.err_code == code::CLUSTER_NOT_AVAILABLE => {
+            return Ok(Attempt::Again(Unserved::NoMetaLeader));
+        }
+        Some(err) => {
+            return Err(Failure::Failed(format!(
+                "creating a consumer: {}",
+                err.description
+            )));
+        }
+    }
+    if created.name.is_empty() {
+        return Err(Failure::Unexpected(
+            "consumer create reply without a name".into(),
+        ));
+    }
+    let name = created.name;
+    let mut start = StartSet::new(created.num_pending, barrier);
     let prefix = key_subject("");
     // Each key's latest message: its sequence, when it was stored, itself.
     let mut last: HashMap<String, (u64, OffsetDateTime, Box<Message>)> = HashMap::new();
     let mut delivered = 0;
     // `Some(why)` when this consumer could not serve the list but another may.
-    let outcome = match ToTheEnd::start(&context, &name).await {
+    let outcome = match ToTheEnd::start(jetstream, &name).await {
         Err(err) => Err(err),
         Ok(mut pull) => loop {
             let (next, delivery) = match pull.next().await {
                 Err(err) => break Err(err),
-                Ok(Pulled::Again(why)) => break Ok(Some(why)),
+                Ok(Pulled::Again(why)) => break Ok(Some(Unserved::Pull(why))),
                 Ok(Pulled::End) => break Ok(None),
                 Ok(Pulled::Message(message, delivery)) => (message, delivery),
             };
@@ -218,8 +207,8 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, StoreEr
             // run (the consumer's own sequence skips) would leave a key out.
             delivered += 1;
             if number != delivered {
-                break Err(StoreError::Unavailable(format!(
-                    "listing the bucket: message {delivered} of the consumer did not arrive"
+                break Err(Failure::Failed(format!(
+                    "message {delivered} of the consumer did not arrive"
                 )));
             }
             start.saw(number, next.subject.as_str(), seq);
@@ -238,8 +227,11 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, StoreEr
     };
     // Gone at once rather than after its inactivity threshold; a failed
     // delete leaves that to the server.
+    let jetstream = jetstream.clone();
     tokio::spawn(async move {
-        let _ = stream.delete_consumer(&name).await;
+        let _ = jetstream
+            .api(&format!("CONSUMER.DELETE.{STREAM}.{name}"), &json!({}))
+            .await;
     });
     if let Some(why) = outcome? {
         return Ok(Attempt::Again(why));
@@ -249,16 +241,12 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, StoreEr
     }
     Ok(Attempt::Listed(
         last.into_iter()
-            .map(|(key, (seq, stored_at, message))| (key, decode(seq, stored_at, &message)))
+            .map(|(key, (seq, stored_at, message))| {
+                let entry = decode(seq, stored_at, &message);
+                (key, seq, entry)
+            })
             .collect(),
     ))
-}
-
-/// Whether JetStream refused to make a consumer only because its cluster
-/// has no meta leader at the moment (nothing was made; a retry is safe).
-fn no_meta_leader(err: &ConsumerError) -> bool {
-    matches!(err.kind(), ConsumerErrorKind::JetStream(err)
-        if err.error_code() == ErrorCode::CLUSTER_NOT_AVAILABLE)
 }
 
 /// Whether the consumer's start set (the first `len` messages: each
@@ -292,10 +280,9 @@ impl StartSet {
     }
 }
 
-/// The entry a delivered message at `seq` holds.
-fn decode(seq: u64, stored_at: OffsetDateTime, message: &Message) -> Result<Entry, StoreError> {
-    // One walk of the header map finds all three, in any casing, where a
-    // walk per header went three times over every message's map.
+/// The entry a delivered message holds, or why it does not parse.
+fn decode(seq: u64, stored_at: OffsetDateTime, message: &Message) -> Result<Entry, String> {
+    // One walk of the header map finds all three, in any casing.
     let mut found = [None; ENTRY_HEADERS.len()];
     for (name, values) in message.headers.iter().flat_map(|headers| headers.iter()) {
         let name: &str = name.as_ref();
@@ -311,11 +298,6 @@ fn decode(seq: u64, stored_at: OffsetDateTime, message: &Message) -> Result<Entr
         found[i]
     };
     decode_entry(seq, stored_at, header, &message.payload)
-        .map_err(|cause| StoreError::Corrupt { seq, cause })
-}
-
-fn timed_out(what: &str) -> String {
-    format!("JetStream did not {what} within {} ms", TIMEOUT.as_millis())
 }
 
 #[cfg(test)]
