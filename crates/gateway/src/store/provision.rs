@@ -1,18 +1,11 @@
 //! Creates the `leases` bucket, or brings an existing one to the settings
-//! the gateway relies on (contract.md section 1).
+//! the gateway relies on (docs/protocol.md, "Storage: the leases bucket").
 //!
 //! It never deletes or recreates a stream: the fence is the stream sequence,
 //! and a new stream would start it again. What cannot be updated in place is
-//! a [`Refusal`]: before the gateway first served, it stops with the reason;
-//! once serving, `keep_provisioned` answers `unavailable` with it and tries
-//! again (a passing error never stops a serving gateway).
-//!
-//! Replicas: a gateway scales an existing stream to its `--replicas` at most
-//! once, on the first pass that finds it (when it starts); afterwards the
-//! stream's replicas stand and a different setting is only logged. So
-//! gateways started with different settings never rescale back and forth:
-//! the last one started wins. A scale the server refuses (3 replicas on
-//! one server) is logged and the stream serves at its replicas.
+//! a [`Refusal`]. A gateway scales an existing stream to its `--replicas`
+//! only on the first pass that finds it, so gateways started with different
+//! settings never rescale it back and forth: the last one started wins.
 
 use serde_json::{Value, json};
 
@@ -44,22 +37,10 @@ pub(crate) enum Provisioned {
 pub struct Refusal(pub String);
 
 /// Where a bucket created now starts its sequence, so its first fence is
-/// above every fence any earlier `KV_leases` handed out, whichever gateway
-/// wrote them and whatever this one saw.
-///
-/// Two floors, the higher wins. `highest_seen` is the highest revision this
-/// gateway read, wrote or saw in a change event (the events relay sees
-/// every gateway's writes). The wall clock, in microseconds since the Unix
-/// epoch, covers what it missed: a stream takes far fewer than a million
-/// writes a second, so every sequence of an earlier stream (started at 1,
-/// or at such a floor when it was created) is below the creating gateway's
-/// clock reading at the time of that write. A recreation is safe as long as
-/// the recreating gateway's clock is not behind the clocks of the gateways
-/// that created the earlier streams by more than the time those streams
-/// lived (at 10,000 writes a second, 99 % of it): with clocks kept by NTP
-/// (milliseconds apart), only a stream deleted within moments of its
-/// creation could come near. Fences stay below 2^53 (exact in JSON and
-/// JavaScript) until the year 2255.
+/// above every fence any earlier `KV_leases` handed out: above the highest
+/// revision this gateway saw, and above the wall clock in microseconds,
+/// which no earlier stream's sequence can have reached (docs/operations.md,
+/// "Fences after the bucket is deleted").
 pub(super) fn first_seq(highest_seen: u64) -> u64 {
     let clock = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

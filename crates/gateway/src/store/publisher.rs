@@ -2,24 +2,21 @@
 //! under load.
 //!
 //! On a replicated bucket each publish is a raft proposal the stream leader
-//! replicates and fsyncs, and that per-proposal work, not the gateway,
-//! bounds throughput (measured: 11,190 single publishes/s on 3 nodes with
-//! `sync_interval: always`, 22,806/s in batches of 32). So while
-//! `in_flight` publishes await their acknowledgement, the next ones wait
-//! and leave together as one atomic batch (nats-server 2.12+, ADR-50).
-//! One send in flight moves one batch per round trip; once a full batch
-//! waits it leaves at once beside the others, or a gateway asked for more
-//! than a batch per round trip would queue the difference every round
-//! trip (10,000 holders renewing at a 3 s TTL did, and lost leases).
+//! replicates and fsyncs, and that per-proposal work bounds throughput. So
+//! while `in_flight` publishes await their acknowledgement, the next ones
+//! wait and leave together as one atomic batch (nats-server 2.12+, ADR-50);
+//! once a full batch waits it leaves at once beside the others, or the
+//! queue would grow by the difference every round trip (docs/design.md,
+//! "Writes in atomic batches").
 //!
 //! A batch keeps every message's own check: each still expects its key's
 //! last sequence, and the server commits all of them or none. A key is in
 //! one send at a time (the server would refuse a second check of it in
-//! flight, and a batch sharing one), and when a batch is refused (one key
-//! changed, a leader changed between its messages, too many batches in
-//! flight) each message is sent again on its own and gets its own answer. The batch's messages take consecutive
-//! stream sequences in the order sent, the commit message's being the
-//! acknowledged one, so each learns its own revision from that ack.
+//! flight, and a batch sharing one), and a refused batch is sent again a
+//! message at a time, each getting its own answer. The batch's messages
+//! take consecutive stream sequences in the order sent, the commit
+//! message's being the acknowledged one, so each learns its own revision
+//! from that ack.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
