@@ -8,7 +8,7 @@
 //! reads after another was elected, so on a replicated bucket every read is
 //! confirmed by a barrier: a publish to [`READ_BARRIER_SUBJECT`], which only
 //! the current leader can commit, expecting the key's last sequence to be
-//! the one read (docs/design.md, "Reads").
+//! the one read (docs/operations.md, "What a partition does").
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

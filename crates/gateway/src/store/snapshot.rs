@@ -4,7 +4,8 @@
 //! before the consumer is made, and the consumer serves the list only if
 //! the messages it started from hold the lists' barrier at `B` or later;
 //! else another consumer is tried. Why that proves the list current:
-//! docs/design.md, "Lists".
+//! docs/operations.md, "What a node failure does", and docs/design.md,
+//! "Lists".
 
 use std::time::Duration;
 
