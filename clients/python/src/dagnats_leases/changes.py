@@ -3,9 +3,9 @@
 
 The server republishes every write to a key with its original headers plus
 ``Nats-Sequence`` (the revision). ``Dagnats-Lease-Event`` says ``acquired``
-(a transfer too: it names the new holder) or ``renewed``; a release is a
-purge (``KV-Operation: PURGE``); the server's expiry marker carries
-``Nats-Marker-Reason``. Events are core NATS publishes, at most once: a
+(a transfer too: it names the new holder), ``renewed`` or ``released`` (a
+revoke too; the write is a purge, ``KV-Operation: PURGE``, as is a delete
+by a KV tool); the server's expiry marker carries ``Nats-Marker-Reason``. Events are core NATS publishes, at most once: a
 reader that cares about the current state asks ``owner``.
 """
 
@@ -59,9 +59,9 @@ def decode_change(subject: str, headers: dict[str, str] | None, payload: bytes) 
     if header(headers, HEADER_MARKER_REASON) is not None:
         return ChangeEvent("expired", key, revision, None)
     holder = _holder(payload)
-    if header(headers, HEADER_KV_OPERATION) in ("DEL", "PURGE"):
-        return ChangeEvent("released", key, revision, holder)
     event = header(headers, HEADER_EVENT)
+    if event == "released" or header(headers, HEADER_KV_OPERATION) in ("DEL", "PURGE"):
+        return ChangeEvent("released", key, revision, holder)
     if event == "acquired":
         return ChangeEvent("acquired", key, revision, holder)
     if event == "renewed":
