@@ -2,19 +2,19 @@
 //! answers each call over request/reply and makes the one JetStream call a
 //! lease call cannot do without, with nothing of the gateway's own.
 //!
-//! Responders in a queue group, each a process of its own in a gateway's
-//! place (this binary's `front` mode), answer `write` with one
-//! compare-and-set publish with a TTL and the contract's
-//! `Dagnats-Lease-Event` header, as a renew writes, whose change event
-//! the stream republishes to every responder, as every gateway receives
-//! every change; and `check` as the gateway confirms an owner read. On a
-//! replicated stream that is one publish to a barrier subject that expects
-//! the key's last sequence: with reads only through the stream leader and
-//! no read fence, a linearizable read costs a write
-//! (`crates/gateway/src/store/bucket.rs`). On one replica it is one read of
-//! the key through the stream leader, as the gateway reads an unreplicated
-//! bucket. Every call goes alone: coalescing publishes into atomic batches
-//! is the gateway's own work, and may take it past this floor.
+//! Responders in a queue group, each a process of its own in a gateway's place
+//! (this binary's `front` mode), answer `write` with one compare-and-set
+//! publish with a TTL and the `Dagnats-Lease-Event` header (docs/protocol.md,
+//! Storage: the leases bucket), as a renew writes, whose change event the
+//! stream republishes to every responder, as every gateway receives every
+//! change; and `check` as the gateway confirms an owner read. On a replicated
+//! stream that is one publish to a barrier subject that expects the key's last
+//! sequence: with reads only through the stream leader and no read fence, a
+//! linearizable read costs a write (`crates/gateway/src/store/bucket.rs`). On
+//! one replica it is one read of the key through the stream leader, as the
+//! gateway reads an unreplicated bucket. Every call goes alone: coalescing
+//! publishes into atomic batches is the gateway's own work, and may take it
+//! past this floor.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -142,7 +142,7 @@ async fn answer(nats: &Client, on: &FloorStream, confirm: bool, call: Message) {
             headers.insert("Nats-Expected-Last-Subject-Sequence", expected);
             let (subject, body) = if call.subject.as_str() == WRITE {
                 headers.insert("Nats-TTL", "60s");
-                // The contract's header on every write: its change event
+                // The header on every lease write: its change event
                 // carries it to every responder, as to every gateway.
                 headers.insert(HEADER_EVENT, WriteEvent::Renewed.as_str());
                 (on.subject(key), Bytes::from_static(BODY.as_bytes()))

@@ -1,4 +1,5 @@
-//! The results: markdown tables for people and the README, JSON for tools.
+//! The results: markdown tables for people and docs/performance.md, JSON for
+//! tools.
 //! The production layout comes first, with its headline table of the
 //! gateway beside etcd and the raw floor; then the single node.
 

@@ -1,5 +1,6 @@
 //! Many holders at once: each keeps one lease with a short TTL and renews at
-//! ttl/3, as the seed's holder rules say. A renewal "misses its deadline"
+//! ttl/3, as the holder rules say (docs/protocol.md, Holder rules and
+//! client libraries). A renewal "misses its deadline"
 //! when its reply arrives after the previous grant's request start + TTL (the
 //! holder would have had to stop acting as owner); a lease "wrongly lost" is
 //! a renew answered `lost` although the holder renewed on schedule.

@@ -1,4 +1,4 @@
-//! The seed's Go example, in Rust with nothing but a NATS client: acquire a
+//! A holder in Rust with nothing but a NATS client: acquire a
 //! lease, renew it every third of the TTL, release it. It does not use the
 //! dagnats-leases crates: a service needs only NATS to hold a lease.
 //!

@@ -44,7 +44,8 @@ pub enum ClientError {
         /// Forward: the fence of the owner last tried.
         revision: Option<u64>,
     },
-    /// The request is out of the seed's bounds; nothing was sent.
+    /// The request is out of bounds (docs/protocol.md, Input bounds); nothing
+    /// was sent.
     #[error("invalid request: {0}")]
     Invalid(String),
     /// No gateway subscribes to the lease subjects.
@@ -371,7 +372,7 @@ impl LeaseClient {
 /// before the call began has closed, even with a 5 s timeout. Each copy
 /// says how long it is still waited for, so a gateway stuck on an election
 /// answers a late copy `unavailable` in time instead of after its own
-/// 4.5 s budget. Every call the seed makes safe to repeat is sent again:
+/// 4.5 s budget. Every call the protocol makes safe to repeat is sent again:
 /// acquire (idempotent: the holder asking again gets its lease back),
 /// renew, release and transfer (fenced: a copy gets the first one's
 /// outcome, or `lost` once the key moved on), owner and list (reads). A

@@ -3,7 +3,7 @@
 //! async-nats keys its `HeaderMap` by the exact bytes of the name, so an
 //! owner whose client lower-cases header names (`dagnats-lease-reject`)
 //! would not be found by `get("Dagnats-Lease-Reject")`. Both sides of
-//! forward read the seed's headers through here.
+//! forward read the protocol's headers through here.
 
 use async_nats::HeaderMap;
 
@@ -23,8 +23,9 @@ pub fn get<'a>(headers: Option<&'a HeaderMap>, name: &str) -> Option<&'a str> {
         .map(|v| v.as_str())
 }
 
-/// Whether a reply is the seed's "empty body and the header
-/// Dagnats-Lease-Reject: stale", name and value in any case.
+/// Whether a reply is a rejection, an empty body and the header
+/// `Dagnats-Lease-Reject: stale`, name and value in any case
+/// (docs/protocol.md, Forwarding to the owner).
 pub fn is_stale_reject(headers: Option<&HeaderMap>) -> bool {
     headers.is_some_and(|headers| {
         headers.iter().any(|(name, values)| {

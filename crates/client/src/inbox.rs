@@ -37,7 +37,8 @@ enum Reject {
     StaleFence,
 }
 
-/// Applies the seed's three rejection rules. `tenure(key)` is the acquire
+/// Applies the three rejection rules (docs/protocol.md, Forwarding to the
+/// owner). `tenure(key)` is the acquire
 /// revision of the current tenure, or `None` when not acting as owner.
 fn check(
     msg: &Message,

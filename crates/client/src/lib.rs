@@ -17,7 +17,7 @@
 //! - [`changes`]: the change events of `dagnats.lease.changed.<key>`.
 //! - [`shards`]: shard groups: members split N shards among themselves,
 //!   hand them over by transfer, and drop out by TTL when they crash.
-//! - [`headers`]: the seed's headers read whatever the case of their name.
+//! - [`headers`]: the protocol's headers read whatever the case of their name.
 //!
 //! The wire types themselves are re-exported as [`wire`].
 

@@ -4,11 +4,11 @@
 //!
 //! # Layout
 //!
-//! - `core`: the lease operations of the seed and the one error type that
-//!   owns every wire `kind` ([`dagnats_leases_wire::Kind`] has the table).
-//!   It reaches the bucket and the owner hop only through the seams it owns
-//!   (`core/ports.rs`: `Records`, `OwnerHop`), and knows no transport and
-//!   nothing of the fronts.
+//! - `core`: the lease operations (docs/protocol.md, Operations) and the one
+//!   error type that owns every wire `kind` ([`dagnats_leases_wire::Kind`] has
+//!   the table). It reaches the bucket and the owner hop only through the seams
+//!   it owns (`core/ports.rs`: `Records`, `OwnerHop`), and knows no transport
+//!   and nothing of the fronts.
 //! - `store`: the `leases` bucket behind `Records`: provisioning,
 //!   compare-and-set writes, reads through the stream leader, and whether
 //!   it can serve right now; `store/jsapi.rs` is the one JetStream caller.

@@ -1,5 +1,5 @@
-//! The error kinds of contract.md section 4, with the HTTP status of each:
-//! the one table both fronts, the OpenAPI document and the client read.
+//! The error kinds of docs/protocol.md, Error kinds, with the HTTP status of
+//! each: the one table both fronts, the OpenAPI document and the client read.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -41,7 +41,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Every kind this build knows, in the contract's order.
+    /// Every kind this build knows, in the order of docs/protocol.md, Error
+    /// kinds.
     pub const KNOWN: [Kind; 15] = [
         Kind::Invalid,
         Kind::Lost,
@@ -91,7 +92,7 @@ impl Kind {
         }
     }
 
-    /// The HTTP status that goes with the kind (contract.md section 4).
+    /// The HTTP status that goes with the kind (docs/protocol.md, Error kinds).
     pub fn http_status(&self) -> u16 {
         match self {
             Kind::Invalid => 400,

@@ -5,9 +5,9 @@
 //! # Layout
 //!
 //! - [`names`]: subjects, headers, the bucket and the queue group, each with
-//!   the seed sentence it comes from.
-//! - [`request`]: the requests of every subject, with the seed's input
-//!   bounds enforced as they decode ([`request::decode`]).
+//!   the rule it comes from (docs/protocol.md).
+//! - [`request`]: the requests of every subject, with the input bounds of
+//!   docs/protocol.md enforced as they decode ([`request::decode`]).
 //! - [`reply`]: what each call answers.
 //! - [`kind`]: the error kinds with their HTTP statuses, and the error body.
 //! - [`record`]: the versioned record a key holds in the bucket.

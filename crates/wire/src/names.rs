@@ -1,5 +1,5 @@
-//! The names on the wire, in one place, each with the seed sentence it
-//! comes from: subjects, headers, the bucket and the queue group.
+//! The names on the wire, in one place, each with the rule it comes from
+//! (docs/protocol.md): subjects, headers, the bucket and the queue group.
 //!
 //! Tests outside this crate rely on every one of these strings: they are the
 //! contract, not implementation details.
@@ -36,11 +36,11 @@ pub const SUBJECT_RELEASE: &str = "api.leases.release";
 pub const SUBJECT_OWNER: &str = "api.leases.owner";
 /// "api.leases.forward sends a request to whichever process holds a key."
 pub const SUBJECT_FORWARD: &str = "api.leases.forward";
-/// Every held lease, a page at a time (contract.md section 7), so a
+/// Every held lease, a page at a time (docs/protocol.md, Operations), so a
 /// NATS-only service can see who holds what.
 pub const SUBJECT_LIST: &str = "api.leases.list";
 /// Hands a held lease to another holder in one compare-and-set write
-/// (contract.md section 7): a new tenure with no gap after the old one.
+/// (docs/protocol.md, Operations): a new tenure with no gap after the old one.
 pub const SUBJECT_TRANSFER: &str = "api.leases.transfer";
 
 /// "dagnats ... makes a NATS request to dagnats.lease.inbox.<holder>.<key>".

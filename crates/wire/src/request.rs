@@ -1,7 +1,7 @@
-//! Requests, validated as they are decoded: a request type can only hold
-//! values inside the seed's input bounds, so nothing downstream ever sees
-//! an unchecked key, holder, TTL or fence, and every front (and the client,
-//! before it sends) applies the same rules.
+//! Requests, validated as they are decoded: a request type can only hold values
+//! inside the input bounds (docs/protocol.md, Input bounds), so nothing
+//! downstream ever sees an unchecked key, holder, TTL or fence, and every front
+//! (and the client, before it sends) applies the same rules.
 
 use std::time::Duration;
 

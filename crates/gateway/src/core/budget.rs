@@ -8,7 +8,7 @@
 //! caller is left with no answer at all. The budget bounds their sum, so
 //! the caller hears `unavailable` in time and retries. A retried acquire,
 //! renew, release or transfer gets the outcome of a write that landed
-//! after the budget ran out (seed; contract.md section 2); a retried
+//! after the budget ran out (docs/protocol.md, Operations); a retried
 //! revoke answers `not_held`.
 //!
 //! Forward is bounded by its own `timeout_ms` instead ("timeout_ms bounds

@@ -1,7 +1,7 @@
 //! The fencing rules renew, release and transfer share: a write runs only
 //! while the caller holds the key at the fence it names, and a write that
 //! races the lease's expiry is refused, before it is sent and after it is
-//! acknowledged (docs/protocol.md, Storage: the leases bucket).
+//! acknowledged (docs/protocol.md, Operations).
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
-//! Forward: deliver a request to whoever holds a key, under the seed's
-//! retry rule.
+//! Forward: deliver a request to whoever holds a key, under the retry
+//! rule of docs/protocol.md, Forwarding to the owner.
 //!
 //! Re-send only after an outcome that proves the owner did not process the
 //! request (no responders, or `Dagnats-Lease-Reject: stale`), re-reading the

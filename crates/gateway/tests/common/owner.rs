@@ -1,6 +1,7 @@
-//! A fake owner process for forward tests: it subscribes on its inbox as the
-//! seed's owner side does, records the fence of every request it receives,
-//! and answers as told. Both forward fronts count attempts with it.
+//! A fake owner process for forward tests: it subscribes on its inbox as an
+//! owner does (docs/protocol.md, Forwarding to the owner), records the fence of
+//! every request it receives, and answers as told. Both forward fronts count
+//! attempts with it.
 
 use std::sync::{Arc, Mutex};
 

@@ -1,4 +1,5 @@
-//! One interleaving of the seed's retry rule, placed by the proxy: a
+//! One interleaving of the retry rule (docs/protocol.md, Forwarding to the
+//! owner), placed by the proxy: a
 //! forward's first attempt finds no responder on the old holder's inbox,
 //! and before the gateway re-reads the lease the old holder releases, a new
 //! one acquires and serves its inbox. Both forward fronts run it.

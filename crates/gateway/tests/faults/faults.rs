@@ -1,17 +1,16 @@
-//! A randomized fault run on a three-node cluster: concurrent holders
-//! acquire, renew at ttl/3, release, transfer to another holder (who takes
-//! the lease up between its own tenures) or abandon keys and answer forwards
-//! under the seed's owner rules, most contending for a few keys, some
-//! ("steady") each cycling through a key of its own; readers read owners
-//! and list every key, some at once, some a moment apart, past leases
-//! taken once and never touched ("unwatched") that every list walks too;
-//! forwarders forward;
-//! meanwhile the run kills -9 the stream leader and restarts it, pauses a
-//! node with SIGSTOP/SIGCONT, restarts gateways, and partitions a node
-//! (mostly the stream leader) from its peers, sometimes from its clients
-//! too, then heals it. Every operation is recorded and the history checked
-//! (`common::checker`). Fixed seed, bounded time; the schedule is seeded,
-//! the interleaving is the machine's.
+//! A randomized fault run on a three-node cluster: concurrent holders acquire,
+//! renew at ttl/3, release, transfer to another holder (who takes the lease up
+//! between its own tenures) or abandon keys and answer forwards under the
+//! owner's rules (docs/protocol.md, Forwarding to the owner), most contending
+//! for a few keys, some ("steady") each cycling through a key of its own;
+//! readers read owners and list every key, some at once, some a moment apart,
+//! past leases taken once and never touched ("unwatched") that every list walks
+//! too; forwarders forward; meanwhile the run kills -9 the stream leader and
+//! restarts it, pauses a node with SIGSTOP/SIGCONT, restarts gateways, and
+//! partitions a node (mostly the stream leader) from its peers, sometimes from
+//! its clients too, then heals it. Every operation is recorded and the history
+//! checked (`common::checker`). Fixed seed, bounded time; the schedule is
+//! seeded, the interleaving is the machine's.
 //!
 //! Partitions need the nodes in network namespaces of their own
 //! (`Cluster::start_isolated`: root and `ip netns`); where the machine does
@@ -328,8 +327,8 @@ struct Holder {
 }
 
 impl Holder {
-    /// Answers forwards under the seed's three rejection rules, recording
-    /// each request it processes.
+    /// Answers forwards under the three rejection rules (docs/protocol.md,
+    /// Forwarding to the owner), recording each request it processes.
     async fn serve_inbox(&self) {
         let mut inbox = self
             .client

@@ -1,4 +1,5 @@
-//! The `leases` bucket: provisioned as contract.md section 1 says, never
+//! The `leases` bucket: provisioned as docs/protocol.md, Storage: the leases
+//! bucket, says, never
 //! deleted or recreated, updated where safe, refused where not.
 
 use std::time::Duration;

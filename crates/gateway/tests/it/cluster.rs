@@ -1,6 +1,6 @@
-//! The seed's promises on a three-node JetStream cluster with several
-//! gateways: reads through the stream leader, one event per change, one
-//! answer per request, and failover of a gateway's connection.
+//! The protocol's promises (docs/protocol.md) on a three-node JetStream cluster
+//! with several gateways: reads through the stream leader, one event per
+//! change, one answer per request, and failover of a gateway's connection.
 
 use std::collections::HashMap;
 use std::sync::Arc;

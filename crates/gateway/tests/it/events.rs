@@ -90,8 +90,7 @@ async fn released_key_never_produces_an_expiry_marker() {
 }
 
 /// The durable pull consumer `name` of `KV_leases`, created if missing, as
-/// the seed advises: "For durable delivery, consume the KV_leases stream
-/// directly."
+/// docs/protocol.md, Change events, advises for durable delivery.
 async fn durable(client: &async_nats::Client, name: &str) -> PullConsumer {
     let stream = jetstream::new(client.clone())
         .get_stream("KV_leases")

@@ -1,5 +1,6 @@
 //! `api.leases.forward`: delivery to the owner's inbox with the fence, and
-//! the seed's retry rule, counted from the owner's side.
+//! the retry rule (docs/protocol.md, Forwarding to the owner), counted from
+//! the owner's side.
 
 use std::time::Duration;
 

@@ -10,7 +10,7 @@ use crate::common::{
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-/// The seed's five subjects, and list and transfer beyond it.
+/// The seven lease subjects (docs/protocol.md, Operations).
 const OPS: [&str; 7] = [
     "acquire", "renew", "release", "owner", "forward", "list", "transfer",
 ];

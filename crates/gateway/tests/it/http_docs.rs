@@ -10,7 +10,7 @@ use serde_json::Value;
 
 const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../openapi/leases.json");
 
-/// Every path of contract.md section 5 that the document describes.
+/// Every path of docs/protocol.md, HTTP front, that the document describes.
 const PATHS: &[&str] = &[
     "/v1/leases/{key}/acquire",
     "/v1/leases/{key}/renew",

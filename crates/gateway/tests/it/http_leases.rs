@@ -65,7 +65,7 @@ async fn http_and_nats_give_identical_bodies_for_the_same_scenario() {
 }
 
 #[tokio::test]
-async fn acquire_renew_release_round_trip_with_the_seed_shapes() {
+async fn acquire_renew_release_round_trip_with_the_documented_reply_shapes() {
     let (_s, http) = setup().await;
     let a = http.acquire("leader", "h1", 15000).await;
     assert_eq!(a.status, 200);

@@ -1,5 +1,5 @@
-//! The seed's lease rules over NATS, one test per rule, against a real
-//! nats-server and the real gateway binary.
+//! The lease rules of docs/protocol.md, Operations, over NATS, one test per
+//! rule, against a real nats-server and the real gateway binary.
 
 use std::time::Duration;
 
@@ -35,7 +35,7 @@ async fn acquire_grants_a_free_key() {
     let body = acquire("notify-leader", "notify-7f3a", 15_000);
     let text = common::call_text(&s.client, "acquire", body.to_string().into_bytes()).await;
     let reply: Value = serde_json::from_str(&text).unwrap();
-    // The seed's field order, as it shows the reply.
+    // The field order of docs/protocol.md, Replies.
     let order = [
         "granted",
         "held",
@@ -259,7 +259,7 @@ async fn release_frees_the_key_and_replies_with_the_release_fence() {
 }
 
 #[tokio::test]
-async fn release_ignores_ttl_ms_as_the_seed_example_sends_it() {
+async fn release_ignores_fields_it_does_not_use_such_as_ttl_ms() {
     let s = Setup::start().await;
     let a = s.acquire("k", "a", 15_000).await;
     let body = json!({"key": "k", "holder": "a", "revision": a["revision"], "ttl_ms": 15_000});
@@ -365,10 +365,10 @@ async fn renew_in_the_last_moment_before_expiry_is_lost_and_writes_nothing() {
 
 #[tokio::test]
 async fn a_renew_acknowledged_too_late_leaves_nothing_held_and_its_retry_is_lost() {
-    // The renew reaches the server in time, its acknowledgement only once
-    // the lease is within the expiry margin: the gateway answers lost and
-    // takes the renewed record back, so the key is free and a retry of the
-    // same renew answers lost too (contract.md: the same outcome).
+    // The renew reaches the server in time, its acknowledgement only once the
+    // lease is within the expiry margin: the gateway answers lost and takes the
+    // renewed record back, so the key is free and a retry of the same renew
+    // answers lost too (docs/protocol.md, Operations: the same outcome).
     let server = common::NatsServer::start().await;
     let proxy = common::proxy::Proxy::start(&server.url).await;
     let _gateway = common::Gateway::start(&proxy.url).await;

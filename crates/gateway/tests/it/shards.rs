@@ -438,7 +438,7 @@ fn record_gaps(
     (task, longest)
 }
 
-/// The figures the README quotes: convergence after a join, a graceful
+/// The figures docs/performance.md quotes: convergence after a join, a graceful
 /// leave and a crash, shards moved against the minimum, and the longest
 /// time a shard had no owner in a graceful leave. Run by hand:
 /// `cargo test -p dagnats-leases --test it shard_group_figures -- --ignored --nocapture`.
