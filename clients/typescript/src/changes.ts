@@ -40,11 +40,12 @@ export function readChange(msg: Msg): KeyChange | null {
   if (header(msg.headers, HEADER_MARKER_REASON) !== null) {
     return { event: "expired", revision, holder: null };
   }
+  const event = header(msg.headers, HEADER_EVENT);
   const operation = header(msg.headers, HEADER_KV_OPERATION);
-  if (operation === "DEL" || operation === "PURGE") {
+  // A release, a revoke, or a delete by a KV tool: the key is free.
+  if (event === "released" || operation === "DEL" || operation === "PURGE") {
     return { event: "released", revision, holder: null };
   }
-  const event = header(msg.headers, HEADER_EVENT);
   if (event !== "acquired" && event !== "renewed") {
     return null;
   }

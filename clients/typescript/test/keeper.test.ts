@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
+import { headers as natsHeaders } from "@nats-io/nats-core";
 import { connect } from "@nats-io/transport-node";
 import { LeaseClient, LeaseKeeper, type Ownership } from "dagnats-leases";
 
@@ -181,6 +182,38 @@ describe("LeaseKeeper", () => {
       t.diagnostic(`took over ${took.toFixed(0)} ms after the release`);
       assert.ok(took < 1_000);
     } finally {
+      await keeper.stop();
+    }
+  });
+
+  test("a waiting keeper tries again on each event that frees the key: released, expired, deleted", async () => {
+    const key = uniqueKey("events");
+    await context.leases.acquire(key, "holder-x", 30_000);
+    const acquires: number[] = [];
+    const spy = context.nc.subscribe("api.leases.acquire", {
+      callback: (_err, msg) => {
+        if (msg.json<{ key: string }>().key === key) acquires.push(performance.now());
+      },
+    });
+    await context.nc.flush();
+    const keeper = LeaseKeeper.start(context.leases, { key, holder: "keeper-a", ttlMs: TTL });
+    try {
+      await eventually(() => acquires.length === 1, { timeoutMs: 2_000, what: () => "the keeper's first acquire" });
+      for (const [n, wake] of [
+        { "Nats-Sequence": "9", "Dagnats-Lease-Event": "released" },
+        { "Nats-Sequence": "10", "Nats-Marker-Reason": "MaxAge" },
+        { "Nats-Sequence": "11", "KV-Operation": "DEL" },
+      ].entries()) {
+        const h = natsHeaders();
+        for (const [name, value] of Object.entries(wake)) h.set(name, value);
+        context.nc.publish(`dagnats.lease.changed.${key}`, "", { headers: h });
+        await eventually(() => acquires.length === n + 2, {
+          timeoutMs: 1_000,
+          what: () => `an acquire after ${JSON.stringify(wake)}`,
+        });
+      }
+    } finally {
+      spy.unsubscribe();
       await keeper.stop();
     }
   });

@@ -55,7 +55,7 @@ describe("Fence your writes (PostgreSQL)", () => {
       await db.query(table);
       await db.query("INSERT INTO documents (id, data) VALUES ('doc-1', 'initial')");
       const key = uniqueKey("fenced");
-      const holderA = new Child(process.execPath, [join(PACKAGE_ROOT, "build/test/support/fenced-holder.js")], {
+      const holderA = new Child(process.execPath, [join(PACKAGE_ROOT, "build/support/fenced-holder.js")], {
         env: {
           ...process.env,
           NATS_URL: context.stack.nats.url,

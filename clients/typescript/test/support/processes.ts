@@ -14,8 +14,8 @@ import { fileURLToPath } from "node:url";
 
 import { eventually } from "./wait.js";
 
-/** The package's folder (this file is built into build/test/support/). */
-export const PACKAGE_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
+/** The package's folder (this file is built into build/support/). */
+export const PACKAGE_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 /** The repository's root. */
 export const REPO_ROOT = resolve(PACKAGE_ROOT, "../..");
 
