@@ -5,35 +5,23 @@
  */
 
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
-import { headers, type Msg, type NatsConnection } from "@nats-io/nats-core";
-import { connect } from "@nats-io/transport-node";
+import { headers, type Msg } from "@nats-io/nats-core";
 
 // Internal: the decoding a keeper applies to each event.
 import { readChange } from "../lib/changes.js";
-import { NatsServer } from "./support/processes.js";
+import { withNats } from "./support/context.js";
 
 describe("change events", () => {
-  let nats: NatsServer;
-  let nc: NatsConnection;
-
-  before(async () => {
-    nats = await NatsServer.start();
-    nc = await connect({ servers: nats.url });
-  });
-
-  after(async () => {
-    await nc?.close();
-    await nats?.stop();
-  });
+  const context = withNats();
 
   /** The message a subscriber receives for `pairs` and `body`. */
   async function received(pairs: Record<string, string>, body = ""): Promise<Msg> {
-    const sub = nc.subscribe("dagnats.lease.changed.k", { max: 1 });
+    const sub = context.nc.subscribe("dagnats.lease.changed.k", { max: 1 });
     const h = headers();
     for (const [name, value] of Object.entries(pairs)) h.set(name, value);
-    nc.publish("dagnats.lease.changed.k", body, { headers: h });
+    context.nc.publish("dagnats.lease.changed.k", body, { headers: h });
     for await (const msg of sub) return msg;
     throw new Error("no message");
   }

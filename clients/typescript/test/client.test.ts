@@ -4,14 +4,12 @@
  */
 
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
 import { connect } from "@nats-io/transport-node";
-import { type NatsConnection } from "@nats-io/nats-core";
 import { LeaseClient, LeaseError, type Grant } from "dagnats-leases";
 
-import { failsWith, withStack } from "./support/context.js";
-import { NatsServer } from "./support/processes.js";
+import { failsWith, withNats, withStack } from "./support/context.js";
 import { uniqueKey } from "./support/wait.js";
 
 const TTL = 3_000;
@@ -186,28 +184,17 @@ describe("LeaseClient", () => {
 });
 
 describe("LeaseClient without a gateway", () => {
-  let nats: NatsServer;
-  let nc: NatsConnection;
-
-  before(async () => {
-    nats = await NatsServer.start();
-    nc = await connect({ servers: nats.url });
-  });
-
-  after(async () => {
-    await nc?.close();
-    await nats?.stop();
-  });
+  const context = withNats();
 
   test("no gateway on the subject is kind unavailable", async () => {
-    const leases = new LeaseClient(nc);
+    const leases = new LeaseClient(context.nc);
     const started = performance.now();
     await failsWith("unavailable", leases.acquire(uniqueKey("nobody"), "holder-a", TTL));
     assert.ok(performance.now() - started < 1_000, "no responders is known at once, not after the timeout");
   });
 
   test("a closed connection is kind unavailable", async () => {
-    const closed = await connect({ servers: nats.url });
+    const closed = await connect({ servers: context.nats.url });
     await closed.close();
     await failsWith("unavailable", new LeaseClient(closed).owner("k"));
   });
@@ -223,13 +210,13 @@ describe("LeaseClient without a gateway", () => {
       `{"granted":true,${lease},"revision":-1}`,
       `{"granted":"yes",${lease},"revision":42}`,
     ];
-    const responder = nc.subscribe("api.leases.acquire", {
+    const responder = context.nc.subscribe("api.leases.acquire", {
       callback: (_err, msg) => {
         msg.respond(replies[msg.json<{ ttl_ms: number }>().ttl_ms / 1_000 - 1]);
       },
     });
-    await nc.flush();
-    const leases = new LeaseClient(nc);
+    await context.nc.flush();
+    const leases = new LeaseClient(context.nc);
     for (const [i, reply] of replies.entries()) {
       const err = await failsWith("internal", leases.acquire("k", "h", (i + 1) * 1_000));
       assert.match(err.message, /unreadable reply/, reply);
@@ -238,13 +225,13 @@ describe("LeaseClient without a gateway", () => {
   });
 
   test("a gateway error carries its kind, holder and revision", async () => {
-    const responder = nc.subscribe("api.leases.forward", {
+    const responder = context.nc.subscribe("api.leases.forward", {
       callback: (_err, msg) => {
         msg.respond(`{"error":"the owner did not answer","kind":"owner_timeout","holder":"h-1","revision":41}`);
       },
     });
-    await nc.flush();
-    const err = await failsWith("owner_timeout", new LeaseClient(nc).forward("k", "x", 1_000));
+    await context.nc.flush();
+    const err = await failsWith("owner_timeout", new LeaseClient(context.nc).forward("k", "x", 1_000));
     assert.equal(err.message, "the owner did not answer");
     assert.equal(err.holder, "h-1");
     assert.equal(err.revision, 41);
@@ -254,14 +241,14 @@ describe("LeaseClient without a gateway", () => {
   test("a call whose reply is late is sent again at half its timeout, saying how long it is still waited for", async () => {
     const seen: { at: number; waitMs: string | null }[] = [];
     const started = performance.now();
-    const responder = nc.subscribe("api.leases.owner", {
+    const responder = context.nc.subscribe("api.leases.owner", {
       callback: (_err, msg) => {
         seen.push({ at: performance.now() - started, waitMs: msg.headers?.get("Dagnats-Lease-Wait-Ms") ?? null });
         if (seen.length === 2) msg.respond(`{"held":false,"key":"k"}`);
       },
     });
-    await nc.flush();
-    const owner = await new LeaseClient(nc, { timeoutMs: 2_000 }).owner("k");
+    await context.nc.flush();
+    const owner = await new LeaseClient(context.nc, { timeoutMs: 2_000 }).owner("k");
     assert.deepEqual(owner, { held: false, key: "k" });
     assert.equal(seen.length, 2);
     assert.ok(seen[1]!.at >= 990 && seen[1]!.at < 1_500, `the copy left at ${seen[1]!.at} ms`);
@@ -273,13 +260,13 @@ describe("LeaseClient without a gateway", () => {
 
   test("a forward is never sent twice", async () => {
     let seen = 0;
-    const responder = nc.subscribe("api.leases.forward", {
+    const responder = context.nc.subscribe("api.leases.forward", {
       callback: () => {
         seen += 1;
       },
     });
-    await nc.flush();
-    await failsWith("timeout", new LeaseClient(nc).forward("k", "x", 100));
+    await context.nc.flush();
+    await failsWith("timeout", new LeaseClient(context.nc).forward("k", "x", 100));
     assert.equal(seen, 1);
     responder.unsubscribe();
   });

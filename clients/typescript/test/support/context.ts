@@ -1,7 +1,8 @@
 /**
- * What most test files run against: a nats-server, the gateway on it, a
- * connection and a LeaseClient, started before the file's tests and
- * stopped after them; and the assertions on failures they share.
+ * What the test files run against: a nats-server, the gateway on it, a
+ * connection and a LeaseClient (or a bare nats-server), started before the
+ * file's tests and stopped after them; and the assertions on failures
+ * they share.
  */
 
 import assert from "node:assert/strict";
@@ -11,7 +12,7 @@ import { connect } from "@nats-io/transport-node";
 import { type NatsConnection } from "@nats-io/nats-core";
 import { LeaseClient, LeaseError } from "dagnats-leases";
 
-import { startStack, type Stack } from "./processes.js";
+import { NatsServer, startStack, type Stack } from "./processes.js";
 
 /** The servers and the client of one test file. */
 export interface StackContext {
@@ -31,6 +32,26 @@ export function withStack(): StackContext {
   after(async () => {
     await context.nc?.close();
     await context.stack?.stop();
+  });
+  return context;
+}
+
+/** A bare nats-server (no gateway) and a connection to it. */
+export interface NatsContext {
+  nats: NatsServer;
+  nc: NatsConnection;
+}
+
+/** Registers the file's `before` and `after` for a bare nats-server; filled in once `before` has run. */
+export function withNats(): NatsContext {
+  const context = {} as NatsContext;
+  before(async () => {
+    context.nats = await NatsServer.start();
+    context.nc = await connect({ servers: context.nats.url });
+  });
+  after(async () => {
+    await context.nc?.close();
+    await context.nats?.stop();
   });
   return context;
 }
