@@ -30,6 +30,9 @@ pub enum Kind {
     PayloadTooLarge,
     /// HTTP: a missing or wrong bearer token.
     Unauthorized,
+    /// A policy is loaded and the caller's principal has no right for the
+    /// operation on that key (or, over NATS, no principal matches).
+    Forbidden,
     /// HTTP: no route has this path.
     NotFound,
     /// HTTP: the path exists, the method does not.
@@ -43,7 +46,7 @@ pub enum Kind {
 impl Kind {
     /// Every kind this build knows, in the order of docs/protocol.md, Error
     /// kinds.
-    pub const KNOWN: [Kind; 15] = [
+    pub const KNOWN: [Kind; 16] = [
         Kind::Invalid,
         Kind::Lost,
         Kind::Unsupported,
@@ -56,6 +59,7 @@ impl Kind {
         Kind::ReplyTooLarge,
         Kind::PayloadTooLarge,
         Kind::Unauthorized,
+        Kind::Forbidden,
         Kind::NotFound,
         Kind::MethodNotAllowed,
         Kind::BodyTooLarge,
@@ -85,6 +89,7 @@ impl Kind {
             Kind::ReplyTooLarge => "reply_too_large",
             Kind::PayloadTooLarge => "payload_too_large",
             Kind::Unauthorized => "unauthorized",
+            Kind::Forbidden => "forbidden",
             Kind::NotFound => "not_found",
             Kind::MethodNotAllowed => "method_not_allowed",
             Kind::BodyTooLarge => "body_too_large",
@@ -107,6 +112,7 @@ impl Kind {
             Kind::ReplyTooLarge => 502,
             Kind::PayloadTooLarge => 413,
             Kind::Unauthorized => 401,
+            Kind::Forbidden => 403,
             Kind::NotFound => 404,
             Kind::MethodNotAllowed => 405,
             Kind::BodyTooLarge => 413,
