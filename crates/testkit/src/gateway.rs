@@ -36,6 +36,7 @@ const GATEWAY_ENV: &[&str] = &[
     "DAGNATS_SSE_BUFFER",
     "DAGNATS_SHUTDOWN_GRACE_MS",
     "DAGNATS_PUBLISHES_IN_FLIGHT",
+    "DAGNATS_POLICY",
 ];
 
 /// How to start the gateway: a program and the arguments before `serve`'s

@@ -4,6 +4,8 @@
 //!
 //! # Layout
 //!
+//! - [`accounts`]: the tenants example of docs/operations.md (accounts
+//!   and policy), read from the doc, on a real server.
 //! - [`nats`]: one nats-server (2.11+, the "older" 2.9, without JetStream,
 //!   with `sync_interval: always`), and raw JetStream API calls.
 //! - [`cluster`]: three clustered nodes, optionally each in a network
@@ -13,6 +15,7 @@
 //! - [`chromium`]: chromedriver and headless Chromium for browser tests.
 //! - [`log`]: a child's stderr, line by line.
 
+pub mod accounts;
 pub mod chromium;
 pub mod cluster;
 pub mod gateway;

@@ -47,6 +47,12 @@ pub struct ServerOptions {
     /// `sync_interval: always`: fsync before every acknowledgement, as
     /// docs/operations.md recommends (and as etcd always does).
     pub sync_always: bool,
+    /// A configuration file's text (e.g. the accounts of
+    /// docs/operations.md), written beside the store and passed with `-c`.
+    pub config: Option<String>,
+    /// Environment of the server process, for the `$VARIABLE`s a
+    /// configuration names.
+    pub env: Vec<(String, String)>,
     pub extra_args: Vec<String>,
 }
 
@@ -56,6 +62,8 @@ impl Default for ServerOptions {
             binary: server_binary(),
             jetstream: true,
             sync_always: false,
+            config: None,
+            env: Vec::new(),
             extra_args: Vec::new(),
         }
     }
@@ -117,11 +125,16 @@ impl NatsServer {
         if self.options.jetstream {
             cmd.args(["-js", "-sd"]).arg(self.store.path().join("js"));
         }
+        let mut config = self.options.config.clone().unwrap_or_default();
         if self.options.sync_always {
-            let config = self.store.path().join("sync.conf");
-            std::fs::write(&config, "jetstream { sync_interval: always }\n").unwrap();
-            cmd.arg("-c").arg(config);
+            config.push_str("\njetstream { sync_interval: always }\n");
         }
+        if !config.is_empty() {
+            let path = self.store.path().join("server.conf");
+            std::fs::write(&path, config).unwrap();
+            cmd.arg("-c").arg(path);
+        }
+        cmd.envs(self.options.env.iter().map(|(k, v)| (k, v)));
         cmd.args(&self.options.extra_args);
         let mut child = cmd
             .stdout(Stdio::null())

@@ -117,6 +117,32 @@ pub const HEADER_BATCH_ID: &str = "Nats-Batch-Id";
 pub const HEADER_BATCH_SEQUENCE: &str = "Nats-Batch-Sequence";
 pub const HEADER_BATCH_COMMIT: &str = "Nats-Batch-Commit";
 
+/// Written by nats-server on a request that crossed into the gateway's
+/// account through a service import, replacing any the client sent: the
+/// requester's account (`acc`) and, when the import shares it, its `user`
+/// (docs/protocol.md, Authorization).
+pub const HEADER_REQUEST_INFO: &str = "Nats-Request-Info";
+
+/// Under a policy, the gateway's account routes each tenant account's
+/// change events and owner inboxes under `dagnats.tenant.<account>`:
+/// [`tenant_changed_subject`], [`tenant_inbox_subject`].
+pub const TENANT_PREFIX: &str = "dagnats.tenant";
+
+/// Where the gateway republishes the change event of `key` for `account`,
+/// one of the accounts allowed to read it; that account imports
+/// `dagnats.tenant.<account>.lease.changed.>` as [`CHANGED_PREFIX`]`.>`.
+pub fn tenant_changed_subject(account: &str, key: &str) -> String {
+    format!("{TENANT_PREFIX}.{account}.lease.changed.{key}")
+}
+
+/// Where the gateway sends a forward to `holder`, whose tenure belongs to
+/// a principal of `account`: that account exports its
+/// `dagnats.lease.inbox.>` to the gateway's account, imported there as
+/// `dagnats.tenant.<account>.lease.inbox.>`.
+pub fn tenant_inbox_subject(account: &str, holder: &str, key: &str) -> String {
+    format!("{TENANT_PREFIX}.{account}.lease.inbox.{holder}.{key}")
+}
+
 /// The inbox of `holder` for requests about `key`.
 pub fn inbox_subject(holder: &str, key: &str) -> String {
     format!("{INBOX_PREFIX}.{holder}.{key}")
