@@ -41,6 +41,7 @@ mod http;
 mod metrics;
 mod nats;
 mod owner_hop;
+mod policy;
 mod settings;
 mod store;
 mod telemetry;
