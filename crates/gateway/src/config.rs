@@ -5,11 +5,13 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::HeaderValue;
 use clap::{Args, ValueEnum};
 
+use crate::policy::{HttpTokens, Policy};
 use crate::settings::{BucketSettings, Coalescing, HttpSettings};
 
 /// How long the server keeps the marker of an expired lease.
@@ -52,6 +54,13 @@ pub struct Config {
     /// write token is accepted too). Unset: reads are open.
     #[arg(long, env = "DAGNATS_HTTP_READ_TOKEN", hide_env_values = true)]
     pub http_read_token: Option<String>,
+
+    /// A policy file (TOML) of principals: who may touch which keys, over
+    /// NATS and HTTP (docs/protocol.md, Authorization). The HTTP tokens
+    /// become two principals of it. Unset: no authorization beyond the
+    /// HTTP tokens.
+    #[arg(long, env = "DAGNATS_POLICY")]
+    pub policy: Option<PathBuf>,
 
     /// Browser origins allowed to call the HTTP API, comma-separated. Unset:
     /// no CORS headers at all.
@@ -245,7 +254,9 @@ impl Config {
             })
             .collect::<Result<_, _>>()?;
         let write_token = token("DAGNATS_HTTP_TOKEN", &self.http_token)?;
-        if write_token.is_none() && !self.http_addr.ip().is_loopback() && !self.http_insecure {
+        // Under a policy every HTTP call needs a principal's token.
+        let open = write_token.is_none() && self.policy.is_none();
+        if open && !self.http_addr.ip().is_loopback() && !self.http_insecure {
             return Err(format!(
                 "DAGNATS_HTTP_ADDR {} is not a loopback address and no write token is set, \
                  so anyone who reaches it could acquire, release and revoke any lease: \
@@ -261,6 +272,21 @@ impl Config {
             heartbeat: Duration::from_millis(self.sse_heartbeat_ms),
             sse_buffer: self.sse_buffer as usize,
         })
+    }
+}
+
+impl Config {
+    /// The policy file's principals, with the HTTP tokens as two more;
+    /// `None` without a policy file.
+    pub(crate) fn policy(&self) -> Result<Option<Arc<Policy>>, String> {
+        let Some(path) = &self.policy else {
+            return Ok(None);
+        };
+        let tokens = HttpTokens {
+            write: self.http_token.as_deref(),
+            read: self.http_read_token.as_deref(),
+        };
+        Policy::load(path, tokens).map(|policy| Some(Arc::new(policy)))
     }
 }
 

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
 use crate::core::LeaseCore;
+use crate::policy::Access;
 use dagnats_leases_client::changes;
 use dagnats_leases_wire::change::{ChangeEvent, ChangeKind};
 use dagnats_leases_wire::names::CHANGED_PREFIX;
@@ -123,11 +124,16 @@ impl Events {
         }
     }
 
-    /// The last changes this gateway saw (at most 2,000), oldest first.
-    pub(crate) fn recent(&self) -> RecentChanges {
+    /// The last changes this gateway saw (at most 2,000) of the keys
+    /// `visible` admits, oldest first.
+    pub(crate) fn recent(&self, visible: impl Fn(&str) -> bool) -> RecentChanges {
         let recent = self.recent.lock().expect("poisoned");
         RecentChanges {
-            events: recent.iter().cloned().collect(),
+            events: recent
+                .iter()
+                .filter(|recent| visible(&recent.change.key))
+                .cloned()
+                .collect(),
         }
     }
 
@@ -166,12 +172,8 @@ pub(crate) async fn relay(
 ) {
     let mut last_holders = HashMap::new();
     loop {
-        let msg = tokio::select! {
-            () = stop.cancelled() => return,
-            msg = sub.next() => match msg {
-                Some(msg) => msg,
-                None => return,
-            },
+        let Some(msg) = next_until(&mut sub, &stop).await else {
+            return;
         };
         let written = ChangeEvent::key_of(msg.subject.as_str())
             .and_then(|key| core.take_written(key, &msg.payload));
@@ -179,11 +181,28 @@ pub(crate) async fn relay(
             continue;
         };
         let change = with_last_holder(change, &mut last_holders);
-        core.observe(&change.key, change.revision, change.lease.as_ref());
+        core.observe(
+            &change.key,
+            change.revision,
+            change.lease.as_ref(),
+            change.principal.as_deref(),
+        );
         events
             .clients
             .deliver(&change.key, change.event, || EncodedChange::from(&change));
         events.remember(change);
+    }
+}
+
+/// The next message of `sub`; `None` once `stop` fires or the
+/// subscription ends.
+pub(crate) async fn next_until(
+    sub: &mut Subscriber,
+    stop: &CancellationToken,
+) -> Option<async_nats::Message> {
+    tokio::select! {
+        () = stop.cancelled() => None,
+        msg = sub.next() => msg,
     }
 }
 
@@ -232,20 +251,23 @@ impl From<&ChangeEvent> for EncodedChange {
     }
 }
 
-/// Which changes a client wants.
-#[derive(Debug, Clone, Default)]
+/// Which changes a client wants, of those it may see.
+#[derive(Clone, Default)]
 pub(crate) struct Filter {
     /// Only this key.
     pub(crate) key: Option<LeaseKey>,
     /// Drop `renewed`: only ownership changes.
     pub(crate) ownership: bool,
+    /// Under a policy, only the keys its principal may read.
+    pub(crate) access: Access,
 }
 
 impl Filter {
-    /// Whether the client wants `change`.
+    /// Whether the client wants `change`, and may see it.
     pub(crate) fn admits(&self, key: &str, kind: ChangeKind) -> bool {
         self.key.as_ref().is_none_or(|k| k.as_str() == key)
             && !(self.ownership && kind == ChangeKind::Renewed)
+            && self.access.reads(key)
     }
 }
 

@@ -45,6 +45,7 @@ mod policy;
 mod settings;
 mod store;
 mod telemetry;
+mod tenant_events;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -158,6 +159,7 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
         .await
         .map_err(RunError::Settings)?;
     let http_settings = config.http().map_err(RunError::Settings)?;
+    let policy = config.policy().map_err(RunError::Settings)?;
     let listener = tokio::net::TcpListener::bind(config.http_addr)
         .await
         .map_err(|err| {
@@ -195,7 +197,7 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
     let (store, provisioner) = store::store(client.clone(), config.bucket());
     let core = LeaseCore::new(
         Arc::new(store),
-        Arc::new(owner_hop::OwnerInbox::new(client.clone())),
+        Arc::new(owner_hop::OwnerInbox::new(client.clone(), policy.clone())),
     );
     let mut provisioning = tokio::spawn(store::keep_provisioned(provisioner, stop.child_token()));
 
@@ -203,15 +205,31 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
     let relay = tokio::spawn({
         let (client, events, core, stop) =
             (client.clone(), events.clone(), core.clone(), stop.clone());
+        let tenants = policy.clone().filter(|policy| policy.has_accounts());
         async move {
             // Subscribing waits for NATS; stopping must not.
             let subscribed = tokio::select! {
                 () = stop.cancelled() => return,
                 subscribed = events::subscribe_changes(&client) => subscribed,
             };
-            match subscribed {
-                Ok(sub) => events::relay(sub, events, core, stop).await,
-                Err(err) => tracing::error!(%err, "could not subscribe to the change events"),
+            let relay = match subscribed {
+                Ok(sub) => events::relay(sub, events, core, stop.clone()),
+                Err(err) => {
+                    return tracing::error!(%err, "could not subscribe to the change events");
+                }
+            };
+            let Some(policy) = tenants else {
+                return relay.await;
+            };
+            match tenant_events::subscribe(&client).await {
+                Ok(sub) => {
+                    let republish = tenant_events::republish(client, sub, policy, stop);
+                    futures::future::join(relay, republish).await;
+                }
+                Err(err) => {
+                    tracing::error!(%err, "could not subscribe to republish change events for tenants");
+                    relay.await
+                }
             }
         }
     });
@@ -226,6 +244,7 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
         tokens: http::auth::Tokens::new(
             http_settings.write_token.as_deref(),
             http_settings.read_token.as_deref(),
+            policy.clone(),
         ),
         metrics: metrics::handle(),
         heartbeat: http_settings.heartbeat,
@@ -239,7 +258,7 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
     let front = tokio::spawn({
         let (client, core, tasks, stop, give_up) = (
             client.clone(),
-            core.clone(),
+            (core.clone(), policy),
             tasks.clone(),
             stop.clone(),
             give_up.clone(),

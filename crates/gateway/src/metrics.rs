@@ -135,6 +135,13 @@ impl RequestHandles {
     }
 }
 
+/// Counts one request a policy refused (`forbidden`), by principal and
+/// operation.
+pub(crate) fn forbidden(principal: &str, op: Op) {
+    metrics::counter!("dagnats_forbidden_total", "principal" => principal.to_string(), "op" => op.label())
+        .increment(1);
+}
+
 /// Counts one attempt at an owner's inbox by what came of it.
 pub(crate) fn forward_attempt(outcome: &'static str) {
     metrics::counter!("dagnats_forward_attempts_total", "outcome" => outcome).increment(1);

@@ -4,6 +4,7 @@
 //! It only reports what happened, as the core's [`HopOutcome`]; the retry
 //! rule lives in the core.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::{Client, HeaderMap, HeaderName, RequestErrorKind};
@@ -13,23 +14,43 @@ use futures::future::BoxFuture;
 
 use crate::core::ports::{HopOutcome, OwnerHop};
 
+use crate::policy::Policy;
 use dagnats_leases_client::headers;
-use dagnats_leases_wire::names::{HEADER_FENCE, inbox_subject};
+use dagnats_leases_wire::names::{HEADER_FENCE, inbox_subject, tenant_inbox_subject};
 
 /// Sends forwarded requests to owners.
 pub(crate) struct OwnerInbox {
     client: Client,
+    /// Under a policy, where the holders of each tenant account are.
+    policy: Option<Arc<Policy>>,
 }
 
 impl OwnerInbox {
-    /// An inbox sender over `client`.
-    pub(crate) fn new(client: Client) -> Self {
-        OwnerInbox { client }
+    /// An inbox sender over `client`; with a `policy`, a forward to a
+    /// tenure of a tenant account's principal goes to that account.
+    pub(crate) fn new(client: Client, policy: Option<Arc<Policy>>) -> Self {
+        OwnerInbox { client, policy }
+    }
+
+    /// The inbox subject of `holder` for `key`: in the gateways' own
+    /// account, or, for a tenure of a tenant account's principal, that
+    /// account's inboxes as the gateways' account imports them
+    /// (docs/operations.md, Tenants in their own accounts).
+    fn subject(&self, (holder, principal): (&str, Option<&str>), key: &str) -> String {
+        let account = self
+            .policy
+            .as_deref()
+            .zip(principal)
+            .and_then(|(policy, principal)| policy.account_of(principal));
+        match account {
+            Some(account) => tenant_inbox_subject(account, holder, key),
+            None => inbox_subject(holder, key),
+        }
     }
 
     async fn request(
         &self,
-        holder: &str,
+        to: (&str, Option<&str>),
         key: &str,
         fence: u64,
         payload: Bytes,
@@ -44,7 +65,7 @@ impl OwnerInbox {
             .timeout(Some(timeout));
         match self
             .client
-            .send_request(inbox_subject(holder, key), request)
+            .send_request(self.subject(to, key), request)
             .await
         {
             Ok(reply) => {
@@ -77,12 +98,12 @@ impl OwnerHop for OwnerInbox {
 
     fn send<'a>(
         &'a self,
-        holder: &'a str,
+        to: (&'a str, Option<&'a str>),
         key: &'a str,
         fence: u64,
         payload: Bytes,
         timeout: Duration,
     ) -> BoxFuture<'a, HopOutcome> {
-        self.request(holder, key, fence, payload, timeout).boxed()
+        self.request(to, key, fence, payload, timeout).boxed()
     }
 }

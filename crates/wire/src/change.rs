@@ -64,6 +64,10 @@ pub struct ChangeEvent {
     /// handed over from (its tenure ended at this revision).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub previous_holder: Option<String>,
+    /// Under a policy, the principal the tenure belongs to (acquired and
+    /// renewed); never shown, since a reader needs only the lease.
+    #[serde(skip)]
+    pub principal: Option<String>,
 }
 
 /// Why a message on the change subjects is not a change event.
@@ -121,6 +125,7 @@ impl ChangeEvent {
                 holder: Some(record.holder.clone()),
                 lease: Some(record.lease(&key, revision, Some(stored_at))),
                 previous_holder: header(HEADER_PREVIOUS_HOLDER).map(str::to_string),
+                principal: record.principal,
                 key,
                 revision,
             },
@@ -133,6 +138,7 @@ impl ChangeEvent {
                 holder: released.map(|r| r.holder),
                 lease: None,
                 previous_holder: None,
+                principal: None,
                 key,
                 revision,
             },
@@ -206,6 +212,7 @@ mod tests {
             written_at: time::macros::datetime!(2026-10-18 12:00:01.5 UTC),
             prev: 7,
             previous_holder: None,
+            principal: Some("team-a".into()),
         };
         let body = serde_json::to_vec(&record).unwrap();
         let renew = [
@@ -218,6 +225,12 @@ mod tests {
         let taken =
             ChangeEvent::decode_written(subject, headers(&renew), &body, Some(record)).unwrap();
         assert_eq!(taken, parsed);
+        assert_eq!(parsed.principal.as_deref(), Some("team-a"));
+        let shown = serde_json::to_string(&parsed).unwrap();
+        assert!(
+            !shown.contains("team-a"),
+            "the principal is never shown: {shown}"
+        );
         assert_eq!(ChangeEvent::key_of(subject), Some("k"));
         assert_eq!(ChangeEvent::key_of("dagnats.lease.changedk"), None);
     }

@@ -128,6 +128,10 @@ pub const HEADER_REQUEST_INFO: &str = "Nats-Request-Info";
 /// [`tenant_changed_subject`], [`tenant_inbox_subject`].
 pub const TENANT_PREFIX: &str = "dagnats.tenant";
 
+/// The queue group in which the gateways republish change events for
+/// tenant accounts, so each event is republished once.
+pub const TENANT_EVENTS_QUEUE_GROUP: &str = "dagnats-leases-tenants";
+
 /// Where the gateway republishes the change event of `key` for `account`,
 /// one of the accounts allowed to read it; that account imports
 /// `dagnats.tenant.<account>.lease.changed.>` as [`CHANGED_PREFIX`]`.>`.

@@ -66,6 +66,12 @@ pub struct LeaseRecord {
     /// predate transfer), so the version stays 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_holder: Option<String>,
+    /// Under a policy, the principal the tenure belongs to: the one that
+    /// acquired it, kept through renews (docs/protocol.md, Authorization).
+    /// Absent without a policy and from records written before policies,
+    /// so the version stays 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
 }
 
 impl LeaseRecord {
@@ -99,6 +105,11 @@ pub struct ReleaseRecord {
     /// release retried by the holder is `lost`, not a repeat success.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub revoked: bool,
+    /// The principal the released tenure belonged to, as in its
+    /// [`LeaseRecord`]: a release retried by another principal is not its
+    /// to repeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
 }
 
 /// What the last message of a key says.
@@ -261,6 +272,7 @@ mod tests {
             written_at: AT,
             prev: 0,
             previous_holder: None,
+            principal: None,
         };
         let body = serde_json::to_vec(&record).unwrap();
         let entry = decode_entry(3, AT, headers(&[(HEADER_EVENT, "acquired")]), &body).unwrap();
@@ -295,6 +307,40 @@ mod tests {
             panic!("a transfer record reads")
         };
         assert_eq!(record, moved);
+    }
+
+    #[test]
+    fn a_record_without_a_principal_still_reads_and_one_with_it_round_trips() {
+        let old = br#"{"v":1,"holder":"h","ttl_ms":1000,"acquired_at":"2026-10-18T12:00:00Z","written_at":"2026-10-18T12:00:00Z","prev":0}"#;
+        let Ok(Entry::Held { record, .. }) =
+            decode_entry(3, AT, headers(&[(HEADER_EVENT, "renewed")]), old)
+        else {
+            panic!("a version-1 record without principal reads")
+        };
+        assert_eq!(record.principal, None);
+        let body = serde_json::to_string(&record).unwrap();
+        assert!(!body.contains("principal"), "none is not written: {body}");
+        let bound = LeaseRecord {
+            principal: Some("team-a".into()),
+            ..record
+        };
+        let body = serde_json::to_vec(&bound).unwrap();
+        let Ok(Entry::Held { record, .. }) =
+            decode_entry(4, AT, headers(&[(HEADER_EVENT, "renewed")]), &body)
+        else {
+            panic!("a record with a principal reads")
+        };
+        assert_eq!(record, bound);
+        let tombstone = br#"{"v":1,"holder":"h","released_at":"2026-10-18T12:00:00Z","prev":2,"principal":"team-a"}"#;
+        let released = [(HEADER_EVENT, "released"), (HEADER_KV_OPERATION, "PURGE")];
+        let Ok(Entry::Free {
+            released: Some(tombstone),
+            ..
+        }) = decode_entry(5, AT, headers(&released), tombstone)
+        else {
+            panic!("a tombstone with a principal reads")
+        };
+        assert_eq!(tombstone.principal.as_deref(), Some("team-a"));
     }
 
     #[test]

@@ -66,6 +66,26 @@ impl HolderId {
     }
 }
 
+/// The name of a policy's principal, under the same rule as a key
+/// (docs/protocol.md, Authorization).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String")]
+pub struct PrincipalName(String);
+
+impl TryFrom<String> for PrincipalName {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, String> {
+        check_name("principal", &value).map(|()| PrincipalName(value))
+    }
+}
+
+impl PrincipalName {
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// A JSON number with no fractional part, however it is written. The
 /// OpenAPI document calls these fields integers, and JSON Schema counts
 /// `15000.0` and `1.5e4` as the integer 15000, as do clients whose numbers
@@ -487,6 +507,10 @@ pub struct TransferRequest {
     /// The new holder; not `holder` itself.
     pub to: HolderId,
     pub ttl_ms: Ttl,
+    /// Under a policy, the principal the new tenure belongs to; only an
+    /// admin may name another than itself. Absent: the caller's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_principal: Option<PrincipalName>,
 }
 
 /// A transfer's fields before the rule that spans two of them.
@@ -497,12 +521,18 @@ struct TransferFields {
     revision: Revision,
     to: HolderId,
     ttl_ms: Ttl,
+    #[serde(default)]
+    to_principal: Option<PrincipalName>,
 }
 
 impl TryFrom<TransferFields> for TransferRequest {
     type Error = String;
     fn try_from(f: TransferFields) -> Result<Self, String> {
-        TransferRequest::new(f.key, f.holder, f.revision, f.to, f.ttl_ms)
+        let transfer = TransferRequest::new(f.key, f.holder, f.revision, f.to, f.ttl_ms)?;
+        Ok(TransferRequest {
+            to_principal: f.to_principal,
+            ..transfer
+        })
     }
 }
 
@@ -527,6 +557,7 @@ impl TransferRequest {
             revision,
             to,
             ttl_ms,
+            to_principal: None,
         })
     }
 }

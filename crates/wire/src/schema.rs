@@ -13,7 +13,7 @@ use crate::kind::Kind;
 use crate::request::{
     ForwardTimeout, HolderId, KeyPrefix, LeaseKey, ListLimit, MAX_FORWARD_TIMEOUT_MS,
     MAX_LIST_LIMIT, MAX_NAME_LEN, MAX_TTL_MS, MIN_FORWARD_TIMEOUT_MS, MIN_TTL_MS, Payload,
-    Revision, Ttl,
+    PrincipalName, Revision, Ttl,
 };
 
 /// The OpenAPI schema of a key or holder id (same rule as the decoders).
@@ -55,6 +55,16 @@ impl PartialSchema for HolderId {
     }
 }
 impl ToSchema for HolderId {}
+
+impl PartialSchema for PrincipalName {
+    fn schema() -> RefOr<Schema> {
+        name_schema(
+            "The name of a principal of the gateway's policy: 1 to 128 bytes of [A-Za-z0-9_-].",
+            1,
+        )
+    }
+}
+impl ToSchema for PrincipalName {}
 
 impl PartialSchema for KeyPrefix {
     fn schema() -> RefOr<Schema> {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::budget::within_budget;
+use super::caller::Caller;
 use super::error::LeaseError;
 use super::lease_core::{LeaseCore, MAX_ROUNDS, contention};
 use super::ports::{Records, StoreError};
@@ -23,12 +24,17 @@ const OVERDUE_WAIT: Duration = Duration::from_secs(3);
 const OVERDUE_POLL: Duration = Duration::from_millis(50);
 
 impl LeaseCore {
-    /// Grants the key if nobody holds it. The current holder asking again
-    /// gets its lease back unchanged (same revision, TTL not extended).
+    /// Grants the key if nobody holds it, in a tenure of `caller`'s. The
+    /// current holder asking again gets its lease back unchanged (same
+    /// revision, TTL not extended), if the tenure is the caller's own.
     ///
     /// A key believed free is created at once, one round trip: its
     /// compare-and-set decides, and a conflict reads like any other round.
-    pub(crate) async fn acquire(&self, req: AcquireRequest) -> Result<Grant, LeaseError> {
+    pub(crate) async fn acquire(
+        &self,
+        req: AcquireRequest,
+        caller: &Caller,
+    ) -> Result<Grant, LeaseError> {
         within_budget(async move {
             let bucket = self.bucket()?;
             let key = req.key.as_str();
@@ -52,7 +58,8 @@ impl LeaseCore {
                                 self.await_expiry(bucket, key, seq).await?;
                                 continue;
                             }
-                            let granted = record.holder == req.holder.as_str();
+                            let granted = record.holder == req.holder.as_str()
+                                && caller.owns(record.principal.as_deref());
                             return Ok(Grant { granted, lease });
                         }
                         Some(Entry::Free { seq, .. }) => seq,
@@ -60,7 +67,8 @@ impl LeaseCore {
                     },
                 };
                 let now = OffsetDateTime::now_utc();
-                let record = lease_record(&req.holder, req.ttl_ms, now, now, expected);
+                let record =
+                    lease_record(&req.holder, req.ttl_ms, (now, now), expected, caller.name());
                 match self
                     .write_lease(bucket, (key, expected), WriteEvent::Acquired, &record, None)
                     .await

@@ -56,6 +56,10 @@ pub(crate) enum LeaseError {
     /// owner hop.
     #[error("{0}")]
     PayloadTooLarge(String),
+    /// `forbidden`: under a policy, the caller may not do this (no right
+    /// on the key, another principal's tenure, or no principal at all).
+    #[error("{0}")]
+    Forbidden(String),
 }
 
 /// A failed forward: the error, and the owner dagnats last tried, if any.
@@ -130,6 +134,7 @@ impl LeaseError {
             LeaseError::OwnerRejected(_) => Kind::OwnerRejected,
             LeaseError::ReplyTooLarge(_) => Kind::ReplyTooLarge,
             LeaseError::PayloadTooLarge(_) => Kind::PayloadTooLarge,
+            LeaseError::Forbidden(_) => Kind::Forbidden,
         }
     }
 

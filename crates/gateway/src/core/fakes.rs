@@ -165,6 +165,7 @@ impl FakeRecords {
             written_at,
             prev: 0,
             previous_holder: None,
+            principal: None,
         };
         let entry = Entry::Held {
             seq,
@@ -367,6 +368,8 @@ impl Records for FakeRecords {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Sent {
     pub(super) holder: String,
+    /// The principal the holder's tenure belongs to (under a policy).
+    pub(super) principal: Option<String>,
     pub(super) key: String,
     pub(super) fence: u64,
     pub(super) payload: Bytes,
@@ -426,7 +429,7 @@ impl OwnerHop for FakeHop {
 
     fn send<'a>(
         &'a self,
-        holder: &'a str,
+        (holder, principal): (&'a str, Option<&'a str>),
         key: &'a str,
         fence: u64,
         payload: Bytes,
@@ -434,6 +437,7 @@ impl OwnerHop for FakeHop {
     ) -> BoxFuture<'a, HopOutcome> {
         self.sent.lock().expect("sent").push(Sent {
             holder: holder.to_string(),
+            principal: principal.map(str::to_string),
             key: key.to_string(),
             fence,
             payload,

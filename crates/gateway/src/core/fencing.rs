@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use time::OffsetDateTime;
 
+use super::caller::{Caller, tenure_principal};
 use super::error::LeaseError;
 use super::known::Known;
 use super::lease_core::{LeaseCore, MAX_ROUNDS, contention};
@@ -21,24 +22,56 @@ use dagnats_leases_wire::request::{HolderId, Revision};
 /// between this gateway and the server.
 pub(super) const EXPIRY_MARGIN: Duration = Duration::from_millis(250);
 
+/// What a renew, release or transfer claims: that `holder` holds `key` at
+/// `revision`, in a tenure `caller` may act on.
+pub(super) struct Claim<'a> {
+    key: &'a str,
+    holder: &'a HolderId,
+    revision: Revision,
+    caller: &'a Caller,
+}
+
+impl<'a> Claim<'a> {
+    pub(super) fn new(
+        key: &'a str,
+        holder: &'a HolderId,
+        revision: Revision,
+        caller: &'a Caller,
+    ) -> Self {
+        Claim {
+            key,
+            holder,
+            revision,
+            caller,
+        }
+    }
+}
+
 impl LeaseCore {
-    /// `write` runs only while `holder` holds `key` at `revision`, known
-    /// from this gateway's own writes and events (one round trip) or else
-    /// read through the leader. A retry whose first write already landed
-    /// gets `landed`'s answer; anything else is `lost`.
+    /// `write` runs only while the claim holds: its holder holds the key at
+    /// its revision, known from this gateway's own writes and events (one
+    /// round trip) or else read through the leader, and its caller may act
+    /// on that tenure (`forbidden` otherwise, even at the right fence). A
+    /// retry whose first write already landed gets `landed`'s answer, under
+    /// the same check; anything else is `lost`.
     pub(super) async fn fenced<'a, T>(
         &self,
         bucket: &dyn Records,
-        key: &str,
-        holder: &HolderId,
-        revision: Revision,
+        claim: Claim<'_>,
         write: impl Fn(Known) -> BoxFuture<'a, Result<T, StoreError>>,
         landed: impl Fn(&Entry) -> Option<T>,
     ) -> Result<T, LeaseError> {
+        let Claim {
+            key,
+            holder,
+            revision,
+            caller,
+        } = claim;
         if let Some(known) = self.known.at(key, revision.get()) {
             if known.holder != holder.as_str() {
                 return Err(lost(key, holder, revision));
             }
+            caller.check_tenure(key, known.principal.as_deref())?;
             match write(known).await {
                 Err(StoreError::Conflict) => {}
                 done => return done.map_err(|err| self.store_error(err)),
@@ -53,13 +86,19 @@ impl LeaseCore {
                     stored_at,
                     ..
                 }) if *seq == revision.get() && record.holder == holder.as_str() => {
-                    let held = Known::of(*seq, &record.lease(key, *seq, Some(*stored_at)));
-                    match write(held).await {
+                    let principal = record.principal.as_deref();
+                    caller.check_tenure(key, principal)?;
+                    let lease = record.lease(key, *seq, Some(*stored_at));
+                    match write(Known::of(*seq, &lease, principal)).await {
                         Err(StoreError::Conflict) => continue,
                         done => return done.map_err(|err| self.store_error(err)),
                     }
                 }
-                Some(entry) => return landed(entry).ok_or_else(|| lost(key, holder, revision)),
+                Some(entry) => {
+                    let again = landed(entry).ok_or_else(|| lost(key, holder, revision))?;
+                    caller.check_tenure(key, tenure_principal(entry))?;
+                    return Ok(again);
+                }
                 None => return Err(lost(key, holder, revision)),
             }
         }

@@ -68,11 +68,13 @@ impl LeaseCore {
         };
         for attempt in 1..=MAX_ATTEMPTS {
             let read = tokio::time::timeout_at(deadline, self.current(bucket, key)).await;
-            let (holder, revision) = match read {
+            let (holder, revision, principal) = match read {
                 Err(_) => return Err(fail(out_of_time(not_processed), &tried)),
                 Ok(Err(err)) => return Err(fail(err, &tried)),
-                Ok(Ok(Owner::Held(lease))) => (lease.holder, lease.revision),
-                Ok(Ok(Owner::Free(_))) => {
+                Ok(Ok((Owner::Held(lease), principal))) => {
+                    (lease.holder, lease.revision, principal)
+                }
+                Ok(Ok((Owner::Free(_), _))) => {
                     return Err(fail(LeaseError::NotHeld(key.to_string()), &tried));
                 }
             };
@@ -95,7 +97,13 @@ impl LeaseCore {
             }
             let outcome = self
                 .inbox()
-                .send(&holder, key, revision, req.payload.0.clone(), remaining)
+                .send(
+                    (&holder, principal.as_deref()),
+                    key,
+                    revision,
+                    req.payload.0.clone(),
+                    remaining,
+                )
                 .await;
             tracing::debug!(key, holder, revision, attempt, ?outcome, "forward attempt");
             crate::metrics::forward_attempt(outcome.name());

@@ -11,7 +11,7 @@
 //! an owner read answers from what is known once a check that only the
 //! current stream leader can pass proves the key still at that revision.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use foldhash::HashMap;
 use time::OffsetDateTime;
@@ -28,6 +28,8 @@ pub(crate) struct Known {
     pub(crate) ttl_ms: u64,
     /// The lease's expiry, never later than the server's.
     pub(crate) expires_at: OffsetDateTime,
+    /// Under a policy, the principal the tenure belongs to.
+    pub(crate) principal: Option<Arc<str>>,
 }
 
 impl Known {
@@ -44,9 +46,15 @@ impl Known {
         }
     }
 
-    /// What `lease`, written at `revision`, tells.
-    pub(crate) fn of(revision: u64, lease: &dagnats_leases_wire::reply::Lease) -> Self {
+    /// What `lease`, written at `revision` in a tenure of `principal`,
+    /// tells.
+    pub(crate) fn of(
+        revision: u64,
+        lease: &dagnats_leases_wire::reply::Lease,
+        principal: Option<&str>,
+    ) -> Self {
         Known {
+            principal: principal.map(Arc::from),
             revision,
             holder: lease.holder.clone(),
             acquired_at: lease.acquired_at,
@@ -151,6 +159,7 @@ mod tests {
             acquired_at: OffsetDateTime::UNIX_EPOCH,
             ttl_ms: 1_000,
             expires_at: OffsetDateTime::UNIX_EPOCH,
+            principal: None,
         }
     }
 

@@ -46,14 +46,23 @@ impl LeaseCore {
     }
 
     /// Learns from a change event that `key` is at `revision`: `lease` is
-    /// what was written there, or `None` when the key was freed. Another
-    /// gateway's write then costs this one no extra read on the next renew.
-    /// The bucket learns the revision too, so a bucket this gateway has
-    /// to create again starts above every write any gateway made.
-    pub(crate) fn observe(&self, key: &str, revision: u64, lease: Option<&Lease>) {
+    /// what was written there (in a tenure of `principal`), or `None` when
+    /// the key was freed. Another gateway's write then costs this one no
+    /// extra read on the next renew. The bucket learns the revision too, so
+    /// a bucket this gateway has to create again starts above every write
+    /// any gateway made.
+    pub(crate) fn observe(
+        &self,
+        key: &str,
+        revision: u64,
+        lease: Option<&Lease>,
+        principal: Option<&str>,
+    ) {
         self.records.saw(revision);
         match lease {
-            Some(lease) => self.known.remember(key, Known::of(revision, lease)),
+            Some(lease) => self
+                .known
+                .remember(key, Known::of(revision, lease, principal)),
             None => self.known.freed(key, revision),
         }
     }

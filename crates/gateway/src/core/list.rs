@@ -3,6 +3,11 @@
 //! most `limit` leases and, over NATS, never more bytes than the server's
 //! max_payload. A key whose record does not parse is named apart
 //! (`corrupt`), never a reason to answer no listing.
+//!
+//! Under a policy a listing holds only the keys the caller may read,
+//! chosen before the page is cut: a page is as full as it would be
+//! without the hidden keys, and `next` never names one, so no listing
+//! tells a hidden key exists.
 
 use super::error::LeaseError;
 use super::lease_core::LeaseCore;
@@ -21,20 +26,27 @@ pub(crate) struct ListBounds {
     pub(crate) max_bytes: Option<usize>,
 }
 
+/// The keys a caller may see: `&|_| true` for every key.
+pub(crate) type Visible<'a> = &'a (dyn Fn(&str) -> bool + Sync);
+
 impl LeaseCore {
-    /// The held leases under the prefix and after `after`, ordered by key,
-    /// as many as the limit and `bounds` allow; `next` names the last one
-    /// when more follow.
+    /// The held leases under the prefix and after `after` that are
+    /// `visible`, ordered by key, as many as the limit and `bounds` allow;
+    /// `next` names the last one when more follow.
     pub(crate) async fn list(
         &self,
         req: ListRequest,
         bounds: ListBounds,
+        visible: Visible<'_>,
     ) -> Result<LeaseList, LeaseError> {
         let limit = req.limit.map(|l| l.get()).or(bounds.default_limit);
         let after = req.after.as_ref().map(|k| k.as_str());
         let bucket = self.bucket()?;
         let mut page = Page::new(limit, bounds.max_bytes);
-        for found in self.found_under(bucket, &req.prefix, after).await? {
+        for found in self
+            .found_under(bucket, (&req.prefix, visible), after)
+            .await?
+        {
             let fits = match found {
                 Found::Held(_, lease) => page.push(lease),
                 Found::Corrupt(key) => page.push_corrupt(key),
@@ -46,13 +58,17 @@ impl LeaseCore {
         page.finish()
     }
 
-    /// Every held lease under `prefix` with the event that wrote its current
-    /// record (acquired or renewed), ordered by key, and the keys whose
-    /// record does not parse.
-    pub(crate) async fn held(&self, prefix: &KeyPrefix) -> Result<Held, LeaseError> {
+    /// Every held lease under `prefix` that is `visible`, with the event
+    /// that wrote its current record (acquired or renewed), ordered by key,
+    /// and the keys whose record does not parse.
+    pub(crate) async fn held(
+        &self,
+        prefix: &KeyPrefix,
+        visible: Visible<'_>,
+    ) -> Result<Held, LeaseError> {
         let bucket = self.bucket()?;
         let mut held = Held::default();
-        for found in self.found_under(bucket, prefix, None).await? {
+        for found in self.found_under(bucket, (prefix, visible), None).await? {
             match found {
                 Found::Held(kind, lease) => held.leases.push((kind, lease)),
                 Found::Corrupt(key) => held.corrupt.push(key),
@@ -61,13 +77,13 @@ impl LeaseCore {
         Ok(held)
     }
 
-    /// The held and the corrupt keys under `prefix` and after `after`,
-    /// ordered by key, from one snapshot; what it shows is remembered like
-    /// any read.
+    /// The held and the corrupt keys under `prefix` and after `after` that
+    /// are `visible`, ordered by key, from one snapshot; what it shows is
+    /// remembered like any read.
     async fn found_under(
         &self,
         bucket: &dyn Records,
-        prefix: &KeyPrefix,
+        (prefix, visible): (&KeyPrefix, Visible<'_>),
         after: Option<&str>,
     ) -> Result<Vec<Found>, LeaseError> {
         let snapshot = bucket
@@ -77,7 +93,9 @@ impl LeaseCore {
         let mut entries: Vec<_> = snapshot
             .iter()
             .filter(|(key, _)| {
-                prefix.matches(key) && after.is_none_or(|after| key.as_str() > after)
+                prefix.matches(key)
+                    && after.is_none_or(|after| key.as_str() > after)
+                    && visible(key)
             })
             .collect();
         entries.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
@@ -314,13 +332,13 @@ mod tests {
         records.hold("c", "hc", 10_000, now);
         records.corrupt("d");
         let list = core
-            .list(request(json!({})), ListBounds::default())
+            .list(request(json!({})), ListBounds::default(), &|_| true)
             .await
             .unwrap();
         let keys: Vec<_> = list.leases.iter().map(|l| l.key.as_str()).collect();
         assert_eq!(keys, ["a", "c"]);
         assert_eq!(list.corrupt, ["b", "d"]);
-        let held = core.held(&KeyPrefix::default()).await.unwrap();
+        let held = core.held(&KeyPrefix::default(), &|_| true).await.unwrap();
         assert_eq!(held.leases.len(), 2, "a resume skips the corrupt keys too");
         let owner = core.owner(request(json!({"key": "b"}))).await;
         assert_eq!(owner.unwrap_err().kind(), Kind::Internal);
@@ -331,7 +349,7 @@ mod tests {
         let (core, records, _) = fakes::core(1 << 20);
         records.hold("a", "ha", 10_000, OffsetDateTime::now_utc());
         let list = core
-            .list(request(json!({})), ListBounds::default())
+            .list(request(json!({})), ListBounds::default(), &|_| true)
             .await
             .unwrap();
         let body = serde_json::to_value(&list).unwrap();

@@ -9,12 +9,14 @@
 //!
 //! One file per operation (`acquire`, `renew`, `release`, `revoke`,
 //! `owner`, `transfer`, `list`, `forward`); the fencing rules that renew,
-//! release and transfer share in `fencing`; the record reads and writes
+//! release and transfer share in `fencing`; whose tenure a caller may act
+//! on, under a policy, in `caller`; the record reads and writes
 //! and what the core learns from them in `records`, `known` and `written`;
 //! store failures become wire errors in `store_errors`, once.
 
 mod acquire;
 mod budget;
+mod caller;
 mod error;
 #[cfg(test)]
 mod fakes;
@@ -31,11 +33,14 @@ mod renew;
 mod revoke;
 mod store_errors;
 #[cfg(test)]
+mod tenure_tests;
+#[cfg(test)]
 mod tests;
 mod transfer;
 mod written;
 
 pub(crate) use budget::ran_out;
+pub(crate) use caller::Caller;
 pub(crate) use error::{ForwardError, LeaseError};
 pub(crate) use lease_core::LeaseCore;
 pub(crate) use list::ListBounds;

@@ -1,6 +1,8 @@
 //! Owner: who holds a key, read through the stream leader, with no side
 //! effects. Forward reads its owner the same way.
 
+use std::sync::Arc;
+
 use super::budget::within_budget;
 use super::error::LeaseError;
 use super::known::Slot;
@@ -15,12 +17,14 @@ impl LeaseCore {
     pub(crate) async fn owner(&self, req: OwnerRequest) -> Result<Owner, LeaseError> {
         within_budget(async move {
             let bucket = self.bucket()?;
-            self.current(bucket, req.key.as_str()).await
+            let (owner, _) = self.current(bucket, req.key.as_str()).await?;
+            Ok(owner)
         })
         .await
     }
 
-    /// Who holds `key` now, as the stream leader sees it.
+    /// Who holds `key` now, as the stream leader sees it, and the
+    /// principal the tenure belongs to (under a policy).
     ///
     /// When this gateway knows what the key's last revision holds (its own
     /// writes, change events, earlier reads), one check that the key is
@@ -32,14 +36,14 @@ impl LeaseCore {
         &self,
         bucket: &dyn Records,
         key: &str,
-    ) -> Result<Owner, LeaseError> {
+    ) -> Result<(Owner, Option<Arc<str>>), LeaseError> {
         if let Some(known) = self.known.last(key) {
             let current = bucket.still_at(key, known.revision()).await;
             if current.map_err(|err| self.store_error(err))? {
                 crate::metrics::owner_read("known");
                 return Ok(match known {
-                    Slot::Held(known) => Owner::Held(known.lease(key)),
-                    Slot::Free(_) => free_key(key),
+                    Slot::Held(known) => (Owner::Held(known.lease(key)), known.principal),
+                    Slot::Free(_) => (free_key(key), None),
                 });
             }
         }
@@ -50,8 +54,11 @@ impl LeaseCore {
                 record,
                 stored_at,
                 ..
-            }) => Owner::Held(record.lease(key, seq, Some(stored_at))),
-            Some(Entry::Free { .. }) | None => free_key(key),
+            }) => (
+                Owner::Held(record.lease(key, seq, Some(stored_at))),
+                record.principal.map(Arc::from),
+            ),
+            Some(Entry::Free { .. }) | None => (free_key(key), None),
         })
     }
 }

@@ -133,10 +133,12 @@ pub(crate) trait OwnerHop: Send + Sync {
     /// fit max_payload together with the payload.
     fn overhead(&self, fence: u64) -> usize;
 
-    /// One request to `holder`'s inbox for `key`; what came of it.
+    /// One request to the inbox of the holder `to` names, whose tenure
+    /// belongs to the principal it names (under a policy), for `key`; what
+    /// came of it.
     fn send<'a>(
         &'a self,
-        holder: &'a str,
+        to: (&'a str, Option<&'a str>),
         key: &'a str,
         fence: u64,
         payload: Bytes,

@@ -82,18 +82,20 @@ impl LeaseCore {
         stored_at: Option<OffsetDateTime>,
     ) {
         let lease = record.lease(key, seq, stored_at);
-        self.known.remember(key, Known::of(seq, &lease));
+        let principal = record.principal.as_deref();
+        self.known.remember(key, Known::of(seq, &lease, principal));
     }
 }
 
 /// The record of `holder`'s lease, written at `written_at`, in the tenure
-/// that started at `acquired_at`, replacing revision `prev`.
+/// of `principal` that started at `acquired_at`, replacing revision
+/// `prev`.
 pub(super) fn lease_record(
     holder: &HolderId,
     ttl: Ttl,
-    acquired_at: OffsetDateTime,
-    written_at: OffsetDateTime,
+    (acquired_at, written_at): (OffsetDateTime, OffsetDateTime),
     prev: u64,
+    principal: Option<&str>,
 ) -> LeaseRecord {
     // Kept as the wire carries them, so the record in memory is the one
     // its bytes parse to (`written.rs` hands it to the relay for them).
@@ -105,5 +107,6 @@ pub(super) fn lease_record(
         written_at: timefmt::truncated(written_at),
         prev,
         previous_holder: None,
+        principal: principal.map(str::to_string),
     }
 }

@@ -5,8 +5,9 @@ use futures::FutureExt;
 use time::OffsetDateTime;
 
 use super::budget::within_budget;
+use super::caller::Caller;
 use super::error::LeaseError;
-use super::fencing::{lost, too_late};
+use super::fencing::{Claim, lost, too_late};
 use super::known::Known;
 use super::lease_core::LeaseCore;
 use super::ports::{Records, StoreError, Write};
@@ -15,8 +16,13 @@ use dagnats_leases_wire::reply::Released;
 use dagnats_leases_wire::request::ReleaseRequest;
 
 impl LeaseCore {
-    /// Frees the key if the caller holds it at `revision`.
-    pub(crate) async fn release(&self, req: ReleaseRequest) -> Result<Released, LeaseError> {
+    /// Frees the key if the caller holds it at `revision`, in a tenure
+    /// `caller` may act on.
+    pub(crate) async fn release(
+        &self,
+        req: ReleaseRequest,
+        caller: &Caller,
+    ) -> Result<Released, LeaseError> {
         within_budget(async move {
             let bucket = self.bucket()?;
             let (key, holder, revision) =
@@ -31,7 +37,8 @@ impl LeaseCore {
                     if too_late(held.expires_at) {
                         return Ok(Err(lost(key, &req.holder, req.revision)));
                     }
-                    self.release_at(bucket, key, holder, revision, held.ttl_ms, false)
+                    let ended = (holder, held.principal.as_deref());
+                    self.release_at(bucket, key, ended, (revision, held.ttl_ms), false)
                         .await
                         .map(Ok)
                 }
@@ -56,24 +63,24 @@ impl LeaseCore {
                 }
                 _ => None,
             };
-            self.fenced(bucket, key, &req.holder, req.revision, write, landed)
-                .await?
+            let claim = Claim::new(key, &req.holder, req.revision, caller);
+            self.fenced(bucket, claim, write, landed).await?
         })
         .await
     }
 
-    /// Writes the release tombstone for `holder`'s lease at `revision`. It
-    /// lives as long as the lease it ends (`ttl_ms`): the window in which a
-    /// release retried after a lost reply still gets `released` rather than
-    /// `lost`. It is a purge, which expires without the server's expiry
-    /// marker, so a released key never later looks expired.
+    /// Writes the release tombstone for `holder`'s lease (a tenure of
+    /// `principal`) at `revision`. It lives as long as the lease it ends
+    /// (`ttl_ms`): the window in which a release retried after a lost reply
+    /// still gets `released` rather than `lost`. It is a purge, which
+    /// expires without the server's expiry marker, so a released key never
+    /// later looks expired.
     pub(super) async fn release_at(
         &self,
         bucket: &dyn Records,
         key: &str,
-        holder: &str,
-        revision: u64,
-        ttl_ms: u64,
+        (holder, principal): (&str, Option<&str>),
+        (revision, ttl_ms): (u64, u64),
         revoked: bool,
     ) -> Result<Released, StoreError> {
         let tombstone = ReleaseRecord {
@@ -82,6 +89,7 @@ impl LeaseCore {
             released_at: OffsetDateTime::now_utc(),
             prev: revision,
             revoked,
+            principal: principal.map(str::to_string),
         };
         let write = Write {
             event: WriteEvent::Released,

@@ -2,12 +2,15 @@
 //! the fence it names. The reply carries the new fence; the tenure (and
 //! `acquired_at`) stays.
 
+use std::sync::Arc;
+
 use futures::FutureExt;
 use time::OffsetDateTime;
 
 use super::budget::within_budget;
+use super::caller::Caller;
 use super::error::LeaseError;
-use super::fencing::{clear_of_expiry, granted_again, lost};
+use super::fencing::{Claim, clear_of_expiry, granted_again, lost};
 use super::known::Known;
 use super::lease_core::LeaseCore;
 use super::ports::{Records, StoreError};
@@ -18,8 +21,13 @@ use dagnats_leases_wire::request::RenewRequest;
 
 impl LeaseCore {
     /// Extends the lease to `ttl_ms` from now, if the caller holds it at
-    /// `revision`.
-    pub(crate) async fn renew(&self, req: RenewRequest) -> Result<Grant, LeaseError> {
+    /// `revision`, in a tenure `caller` may act on; the tenure keeps its
+    /// principal.
+    pub(crate) async fn renew(
+        &self,
+        req: RenewRequest,
+        caller: &Caller,
+    ) -> Result<Grant, LeaseError> {
         within_budget(async move {
             let bucket = self.bucket()?;
             let (key, revision) = (req.key.as_str(), req.revision.get());
@@ -27,16 +35,18 @@ impl LeaseCore {
             let (bucket_ref, req_ref, lost_ref) = (bucket, &req, &lost);
             let write = move |held: Known| {
                 let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
-                let renewed = move |send_by| self.renew_at(bucket, req, held.acquired_at, send_by);
+                let tenure = (held.acquired_at, held.principal.clone());
+                let renewed = move |send_by| self.renew_at(bucket, req, tenure, send_by);
                 // A late renew is withdrawn: nothing stays held in the name of
                 // a holder told it lost the lease. On a task of its own, so
                 // the call budget running out cannot stop it half done.
                 let withdraw = move |grant: Grant| {
                     let (core, req) = (self.clone(), req.clone());
+                    let principal = held.principal.clone();
                     let withdrawal = tokio::spawn(async move {
                         let bucket = &*core.records;
-                        core.withdraw(bucket, &req, &grant.lease, held.expires_at)
-                            .await
+                        let renewed = (&grant.lease, principal.as_deref());
+                        core.withdraw(bucket, &req, renewed, held.expires_at).await
                     });
                     async move {
                         let _ = withdrawal.await;
@@ -64,24 +74,31 @@ impl LeaseCore {
                 }
                 _ => None,
             };
-            self.fenced(bucket, key, &req.holder, req.revision, write, landed)
-                .await?
+            let claim = Claim::new(key, &req.holder, req.revision, caller);
+            self.fenced(bucket, claim, write, landed).await?
         })
         .await
     }
 
-    /// The renew's one write, sent no later than `send_by`.
+    /// The renew's one write in the tenure that started at `acquired_at`
+    /// and belongs to `principal`, sent no later than `send_by`.
     async fn renew_at(
         &self,
         bucket: &dyn Records,
         req: &RenewRequest,
-        acquired_at: OffsetDateTime,
+        (acquired_at, principal): (OffsetDateTime, Option<Arc<str>>),
         send_by: OffsetDateTime,
     ) -> Result<Grant, StoreError> {
         let key = req.key.as_str();
         let revision = req.revision.get();
         let now = OffsetDateTime::now_utc();
-        let record = lease_record(&req.holder, req.ttl_ms, acquired_at, now, revision);
+        let record = lease_record(
+            &req.holder,
+            req.ttl_ms,
+            (acquired_at, now),
+            revision,
+            principal.as_deref(),
+        );
         let event = WriteEvent::Renewed;
         let seq = self
             .write_lease(bucket, (key, revision), event, &record, Some(send_by))
@@ -108,7 +125,7 @@ impl LeaseCore {
         &self,
         bucket: &dyn Records,
         req: &RenewRequest,
-        renewed: &Lease,
+        (renewed, principal): (&Lease, Option<&str>),
         was_due: OffsetDateTime,
     ) {
         let early = was_due - OffsetDateTime::now_utc();
@@ -116,7 +133,13 @@ impl LeaseCore {
         let key = req.key.as_str();
         let (holder, revision) = (req.holder.as_str(), renewed.revision);
         match self
-            .release_at(bucket, key, holder, revision, renewed.ttl_ms, true)
+            .release_at(
+                bucket,
+                key,
+                (holder, principal),
+                (revision, renewed.ttl_ms),
+                true,
+            )
             .await
         {
             Ok(_) | Err(StoreError::Conflict) => {}

@@ -21,20 +21,21 @@ impl LeaseCore {
             let bucket = self.bucket()?;
             let key = req.key.as_str();
             for _ in 0..MAX_ROUNDS {
-                let (seq, holder, ttl_ms) = match self.read_entry(bucket, key).await {
+                let (seq, holder, ttl_ms, principal) = match self.read_entry(bucket, key).await {
                     Ok(Some(Entry::Held { seq, record, .. })) => {
-                        (seq, record.holder, record.ttl_ms)
+                        (seq, record.holder, record.ttl_ms, record.principal)
                     }
                     Ok(_) => return Err(LeaseError::NotHeld(key.to_string())),
                     // A record nobody can read is cleared like a held one: it
                     // names no holder, and the tombstone lives a short while.
                     Err(StoreError::Corrupt { seq, cause }) => {
                         tracing::warn!(key, revision = seq, cause, "revoking a corrupt record");
-                        (seq, String::new(), CORRUPT_TOMBSTONE_TTL_MS)
+                        (seq, String::new(), CORRUPT_TOMBSTONE_TTL_MS, None)
                     }
                     Err(err) => return Err(self.store_error(err)),
                 };
-                let revoked = self.release_at(bucket, key, &holder, seq, ttl_ms, true);
+                let ended = (holder.as_str(), principal.as_deref());
+                let revoked = self.release_at(bucket, key, ended, (seq, ttl_ms), true);
                 match revoked.await {
                     Err(StoreError::Conflict) => continue,
                     Err(err) => return Err(self.store_error(err)),

@@ -13,9 +13,9 @@ use futures::future::BoxFuture;
 use super::LeaseCore;
 use super::fencing::EXPIRY_MARGIN;
 use super::lease_core::MAX_ROUNDS;
-use crate::core::LeaseError;
 use crate::core::budget::CALL_BUDGET;
 use crate::core::fakes::{self, FakeRecords, WriteScript, request};
+use crate::core::{Caller, LeaseError};
 use dagnats_leases_wire::kind::Kind;
 use dagnats_leases_wire::record::Entry;
 use dagnats_leases_wire::reply::{FreeKey, Grant, Owner, Released};
@@ -27,17 +27,17 @@ fn core() -> (LeaseCore, std::sync::Arc<FakeRecords>) {
 
 async fn acquire(core: &LeaseCore, holder: &str) -> Result<Grant, LeaseError> {
     let req = json!({"key": "k", "holder": holder, "ttl_ms": 10_000});
-    core.acquire(request(req)).await
+    core.acquire(request(req), &Caller::Anyone).await
 }
 
 async fn renew(core: &LeaseCore, holder: &str, revision: u64) -> Result<Grant, LeaseError> {
     let req = json!({"key": "k", "holder": holder, "revision": revision, "ttl_ms": 20_000});
-    core.renew(request(req)).await
+    core.renew(request(req), &Caller::Anyone).await
 }
 
 async fn release(core: &LeaseCore, holder: &str, revision: u64) -> Result<Released, LeaseError> {
     let req = json!({"key": "k", "holder": holder, "revision": revision});
-    core.release(request(req)).await
+    core.release(request(req), &Caller::Anyone).await
 }
 
 fn kind<T: std::fmt::Debug>(result: Result<T, LeaseError>) -> Kind {
@@ -141,7 +141,7 @@ async fn acquiring_a_key_whose_expiry_was_seen_is_one_write_and_no_read() {
     let (core, records) = core();
     acquire(&core, "a").await.unwrap();
     let marker = records.expire("k");
-    core.observe("k", marker, None);
+    core.observe("k", marker, None, None);
     let (reads, writes) = (records.reads(), records.writes());
     let grant = acquire(&core, "b").await.unwrap();
     assert_eq!((grant.granted, grant.lease.revision), (true, marker + 1));
@@ -508,7 +508,7 @@ async fn every_key_call_answers_unavailable_when_the_budget_runs_out() {
         ),
         (
             "transfer",
-            Box::pin(core.transfer(request(fenced)).map_ok(drop)),
+            Box::pin(core.transfer(request(fenced), &Caller::Anyone).map_ok(drop)),
         ),
         (
             "owner",
@@ -631,8 +631,8 @@ async fn revoke_clears_a_corrupt_record_with_a_higher_fence() {
 #[tokio::test]
 async fn a_change_event_tells_the_bucket_the_revision_it_reached() {
     let (core, records) = core();
-    core.observe("k", 41, None);
-    core.observe("j", 7, None);
+    core.observe("k", 41, None, None);
+    core.observe("j", 7, None, None);
     assert_eq!(records.saw_revision(), 41);
 }
 
@@ -714,7 +714,10 @@ async fn a_renew_that_waited_past_its_send_by_unsent_is_lost_and_the_lease_stays
         "nothing written, nothing to undo"
     );
     let req = json!({"key": "k", "holder": "a", "revision": grant.lease.revision, "to": "b", "ttl_ms": 10_000});
-    assert_eq!(kind(core.transfer(request(req)).await), Kind::Lost);
+    assert_eq!(
+        kind(core.transfer(request(req), &Caller::Anyone).await),
+        Kind::Lost
+    );
     assert_eq!(records.entry("k"), before);
 }
 
@@ -745,8 +748,8 @@ fn a_written_lease_record_is_the_one_its_bytes_parse_to() {
     let at = time::macros::datetime!(2026-10-18 12:00:15.250_999_999 UTC);
     let holder = dagnats_leases_wire::request::HolderId::try_from("h".to_string()).unwrap();
     let ttl = dagnats_leases_wire::request::Ttl::try_from(3_000).unwrap();
-    let record =
-        super::records::lease_record(&holder, ttl, at, at + Duration::from_nanos(1_500_001), 7);
+    let written = at + Duration::from_nanos(1_500_001);
+    let record = super::records::lease_record(&holder, ttl, (at, written), 7, Some("team-a"));
     let body = serde_json::to_vec(&record).unwrap();
     let header = |name: &str| (name == HEADER_EVENT).then_some("renewed");
     let Ok(Entry::Held { record: parsed, .. }) = decode_entry(8, at, header, &body) else {

@@ -6,8 +6,9 @@ use futures::FutureExt;
 use time::OffsetDateTime;
 
 use super::budget::within_budget;
+use super::caller::Caller;
 use super::error::LeaseError;
-use super::fencing::{clear_of_expiry, granted_again, lost};
+use super::fencing::{Claim, clear_of_expiry, granted_again, lost};
 use super::known::Known;
 use super::lease_core::LeaseCore;
 use super::ports::{Records, StoreError, Write};
@@ -23,7 +24,15 @@ impl LeaseCore {
     ///
     /// The write is an `acquired` (a tenure starts) that names the previous
     /// holder, in the record and in `Dagnats-Lease-Previous-Holder`.
-    pub(crate) async fn transfer(&self, req: TransferRequest) -> Result<Grant, LeaseError> {
+    ///
+    /// `caller` must be allowed to act on the tenure it ends; the new one
+    /// belongs to `req.to_principal`, which the front lets only an admin
+    /// name, or else to `caller`.
+    pub(crate) async fn transfer(
+        &self,
+        req: TransferRequest,
+        caller: &Caller,
+    ) -> Result<Grant, LeaseError> {
         within_budget(async move {
             let bucket = self.bucket()?;
             let (key, revision) = (req.key.as_str(), req.revision.get());
@@ -31,7 +40,7 @@ impl LeaseCore {
             let (bucket_ref, req_ref, lost_ref) = (bucket, &req, &lost);
             let write = move |held: Known| {
                 let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
-                let moved = move |send_by| self.transfer_at(bucket, req, send_by);
+                let moved = move |send_by| self.transfer_at(bucket, (req, caller), send_by);
                 // Nothing to undo: the record names `to`, not the holder told
                 // it lost the lease, and `to` learns of it from the server.
                 clear_of_expiry(
@@ -60,8 +69,8 @@ impl LeaseCore {
                 }
                 _ => None,
             };
-            self.fenced(bucket, key, &req.holder, req.revision, write, landed)
-                .await?
+            let claim = Claim::new(key, &req.holder, req.revision, caller);
+            self.fenced(bucket, claim, write, landed).await?
         })
         .await
     }
@@ -71,7 +80,7 @@ impl LeaseCore {
     async fn transfer_at(
         &self,
         bucket: &dyn Records,
-        req: &TransferRequest,
+        (req, caller): (&TransferRequest, &Caller),
         send_by: OffsetDateTime,
     ) -> Result<Grant, StoreError> {
         let key = req.key.as_str();
@@ -84,6 +93,10 @@ impl LeaseCore {
             written_at: now,
             prev: req.revision.get(),
             previous_holder: Some(req.holder.as_str().to_string()),
+            principal: match &req.to_principal {
+                Some(name) => Some(name.as_str().to_string()),
+                None => caller.name().map(str::to_string),
+            },
         };
         let write = Write {
             event: WriteEvent::Acquired,

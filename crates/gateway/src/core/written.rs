@@ -65,6 +65,7 @@ mod tests {
             written_at: OffsetDateTime::UNIX_EPOCH,
             prev,
             previous_holder: None,
+            principal: None,
         };
         (serde_json::to_vec(&record).unwrap().into(), record)
     }

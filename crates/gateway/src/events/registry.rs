@@ -211,7 +211,7 @@ mod tests {
     fn watching(key: &str) -> Filter {
         Filter {
             key: Some(LeaseKey::try_from(key.to_string()).unwrap()),
-            ownership: false,
+            ..Filter::default()
         }
     }
 
@@ -227,8 +227,8 @@ mod tests {
         let mut b = registry.register(watching("b"));
         let mut every = registry.register(Filter::default());
         let mut ownership = registry.register(Filter {
-            key: None,
             ownership: true,
+            ..Filter::default()
         });
         deliver(&registry, "a", ChangeKind::Renewed, 1);
         deliver(&registry, "b", ChangeKind::Acquired, 2);
@@ -248,8 +248,8 @@ mod tests {
         let _a = registry.register(watching("a"));
         let _also_a = registry.register(watching("a"));
         let _ownership = registry.register(Filter {
-            key: None,
             ownership: true,
+            ..Filter::default()
         });
         let encoded = std::cell::Cell::new(0);
         let encode = |kind| {

@@ -107,21 +107,25 @@ macro_rules! failures {
 }
 
 failures! {
-    /// Acquire: a JSON body, no fence to check.
-    AcquireFailures = [Invalid, Unauthorized, BodyTooLarge, Internal, Unsupported, Unavailable];
+    /// Acquire: a JSON body, no fence to check; `forbidden` under a policy.
+    AcquireFailures = [
+        Invalid, Unauthorized, Forbidden, BodyTooLarge, Internal, Unsupported, Unavailable,
+    ];
     /// Renew, release and transfer: `lost` when the fence does not match.
-    FencedFailures = [Invalid, Unauthorized, Lost, BodyTooLarge, Internal, Unsupported, Unavailable];
+    FencedFailures = [
+        Invalid, Unauthorized, Forbidden, Lost, BodyTooLarge, Internal, Unsupported, Unavailable,
+    ];
     /// Owner, list and the event stream: reads of the bucket.
-    ReadFailures = [Invalid, Unauthorized, Internal, Unsupported, Unavailable];
+    ReadFailures = [Invalid, Unauthorized, Forbidden, Internal, Unsupported, Unavailable];
     /// Revoke: `not_held` when nobody holds the key.
-    RevokeFailures = [Invalid, Unauthorized, NotHeld, Internal, Unsupported, Unavailable];
+    RevokeFailures = [Invalid, Unauthorized, Forbidden, NotHeld, Internal, Unsupported, Unavailable];
     /// Forward: every kind of the hop to the owner.
     ForwardFailures = [
-        Invalid, Unauthorized, NotHeld, OwnerRejected, PayloadTooLarge, BodyTooLarge, Internal,
-        Unsupported, OwnerUnavailable, ReplyTooLarge, Unavailable, OwnerTimeout,
+        Invalid, Unauthorized, Forbidden, NotHeld, OwnerRejected, PayloadTooLarge, BodyTooLarge,
+        Internal, Unsupported, OwnerUnavailable, ReplyTooLarge, Unavailable, OwnerTimeout,
     ];
     /// The recent changes: no request to check.
-    RecentFailures = [Unauthorized, Unsupported, Unavailable];
+    RecentFailures = [Unauthorized, Forbidden, Unsupported, Unavailable];
     /// The cluster view: it reports trouble in its body, never as a failure.
     ClusterFailures = [Unauthorized];
 }

@@ -16,7 +16,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::get;
-use axum::{Json, Router, middleware};
+use axum::{Extension, Json, Router, middleware};
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
 
@@ -25,6 +25,8 @@ use super::extract::QueryOf;
 use super::{AppState, auth};
 use crate::core::LeaseError;
 use crate::events::{EncodedChange, Filter, RecentChanges, feed};
+use crate::metrics::Op;
+use crate::policy::Access;
 use dagnats_leases_wire::names::HEADER_LAST_EVENT_ID;
 use dagnats_leases_wire::request::{KeyPrefix, LeaseKey};
 
@@ -62,21 +64,27 @@ pub(crate) struct EventsQuery {
     ))]
 pub(crate) async fn events(
     State(s): State<AppState>,
+    Extension(access): Extension<Access>,
     QueryOf(query): QueryOf<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    match &query.key {
+        Some(key) => access.admit(Op::Events, key.as_str()).map(drop)?,
+        None => access.admit_any_key(Op::Events)?,
+    }
     s.core.ready()?;
     let after = last_event_id(&headers)?;
     let filter = Filter {
         key: query.key,
         ownership: query.ownership,
+        access: access.clone(),
     };
     // Subscribed before the state is read, so no change falls in between.
     let live = s.events.subscribe(filter);
     let resume = match after {
         Some(after) => s
             .core
-            .held(&KeyPrefix::default())
+            .held(&KeyPrefix::default(), &|key| access.reads(key))
             .await?
             .leases
             .into_iter()
@@ -105,9 +113,13 @@ pub(crate) async fn events(
         (status = 200, description = "Recent changes, oldest first", body = RecentChanges),
         RecentFailures,
     ))]
-pub(crate) async fn recent(State(s): State<AppState>) -> Result<Json<RecentChanges>, ApiError> {
+pub(crate) async fn recent(
+    State(s): State<AppState>,
+    Extension(access): Extension<Access>,
+) -> Result<Json<RecentChanges>, ApiError> {
+    access.admit_any_key(Op::Recent)?;
     s.core.ready()?;
-    Ok(Json(s.events.recent()))
+    Ok(Json(s.events.recent(|key| access.reads(key))))
 }
 
 /// The revision a reconnecting client saw last.

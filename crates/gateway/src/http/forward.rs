@@ -9,13 +9,15 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Json, Router, middleware};
+use axum::{Extension, Json, Router, middleware};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::{ApiError, ForwardFailures};
 use super::extract::{Body, KeyPath, QueryOf, is_json, query_field};
 use super::{AppState, auth, header_name};
+use crate::metrics::Op;
+use crate::policy::Access;
 use dagnats_leases_wire::names::{HEADER_FENCE, HEADER_HOLDER};
 use dagnats_leases_wire::reply::Forwarded;
 use dagnats_leases_wire::request::{
@@ -60,6 +62,7 @@ pub(crate) struct RawQuery {
     ))]
 pub(crate) async fn forward(
     State(s): State<AppState>,
+    Extension(access): Extension<Access>,
     KeyPath(key): KeyPath,
     QueryOf(query): QueryOf<RawQuery>,
     headers: HeaderMap,
@@ -67,6 +70,7 @@ pub(crate) async fn forward(
 ) -> Result<Response, ApiError> {
     if is_json(&headers) {
         let req: ForwardRequest = decode_keyed(&key, &body)?;
+        access.admit(Op::Forward, req.key.as_str())?;
         return Ok(Json(s.core.forward(req).await?).into_response());
     }
     let mut req: ForwardRequest = from_fields([
@@ -75,6 +79,7 @@ pub(crate) async fn forward(
         ("timeout_ms", query_field(query.timeout_ms)),
     ])?;
     req.payload = Payload(body);
+    access.admit(Op::Forward, req.key.as_str())?;
     let reply = s.core.forward_raw(req).await?;
     // `Dagnats-Lease-Holder` and `Dagnats-Lease-Fence` name the owner.
     let headers = [

@@ -3,7 +3,7 @@
 
 use axum::extract::State;
 use axum::routing::{delete, get, post};
-use axum::{Json, Router, middleware};
+use axum::{Extension, Json, Router, middleware};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -11,10 +11,12 @@ use super::error::{AcquireFailures, ApiError, FencedFailures, ReadFailures, Revo
 use super::extract::{KeyPath, LeaseJson, QueryOf, query_field};
 use super::{AppState, auth};
 use crate::core::ListBounds;
+use crate::metrics::Op;
+use crate::policy::Access;
 use dagnats_leases_wire::reply::{Grant, LeaseList, Owner, Released};
 use dagnats_leases_wire::request::{
-    AcquireRequest, LeaseKey, ListRequest, ReleaseRequest, RenewRequest, TransferRequest,
-    from_fields,
+    AcquireRequest, LeaseKey, ListRequest, OwnerRequest, ReleaseRequest, RenewRequest,
+    TransferRequest, from_fields,
 };
 
 type Reply<T> = Result<Json<T>, ApiError>;
@@ -50,9 +52,11 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
     ))]
 pub(crate) async fn acquire(
     State(s): State<AppState>,
+    Extension(access): Extension<Access>,
     LeaseJson(req): LeaseJson<AcquireRequest>,
 ) -> Reply<Grant> {
-    Ok(Json(s.core.acquire(req).await?))
+    let caller = access.admit(Op::Acquire, req.key.as_str())?;
+    Ok(Json(s.core.acquire(req, &caller).await?))
 }
 
 /// Renew: extend the lease to `ttl_ms` from now, if you hold it at
@@ -68,9 +72,11 @@ pub(crate) async fn acquire(
     ))]
 pub(crate) async fn renew(
     State(s): State<AppState>,
+    Extension(access): Extension<Access>,
     LeaseJson(req): LeaseJson<RenewRequest>,
 ) -> Reply<Grant> {
-    Ok(Json(s.core.renew(req).await?))
+    let caller = access.admit(Op::Renew, req.key.as_str())?;
+    Ok(Json(s.core.renew(req, &caller).await?))
 }
 
 /// Release: free the key under the same fence check as renew.
@@ -84,9 +90,11 @@ pub(crate) async fn renew(
     ))]
 pub(crate) async fn release(
     State(s): State<AppState>,
+    Extension(access): Extension<Access>,
     LeaseJson(req): LeaseJson<ReleaseRequest>,
 ) -> Reply<Released> {
-    Ok(Json(s.core.release(req).await?))
+    let caller = access.admit(Op::Release, req.key.as_str())?;
+    Ok(Json(s.core.release(req, &caller).await?))
 }
 
 /// Transfer: hand the lease you hold at `revision` to `to`, in one
@@ -103,9 +111,11 @@ pub(crate) async fn release(
     ))]
 pub async fn transfer(
     State(s): State<AppState>,
+    Extension(access): Extension<Access>,
     LeaseJson(req): LeaseJson<TransferRequest>,
 ) -> Reply<Grant> {
-    Ok(Json(s.core.transfer(req).await?))
+    let caller = access.admit_transfer(&req)?;
+    Ok(Json(s.core.transfer(req, &caller).await?))
 }
 
 /// Owner: who holds the key, read through the stream leader.
@@ -116,8 +126,13 @@ pub async fn transfer(
         (status = 200, description = "The lease, or `{\"held\": false, \"key\"}`", body = Owner),
         ReadFailures,
     ))]
-pub(crate) async fn owner(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Owner> {
-    let req = from_fields([("key", Value::from(key))])?;
+pub(crate) async fn owner(
+    State(s): State<AppState>,
+    Extension(access): Extension<Access>,
+    KeyPath(key): KeyPath,
+) -> Reply<Owner> {
+    let req: OwnerRequest = from_fields([("key", Value::from(key))])?;
+    access.admit(Op::Owner, req.key.as_str())?;
     Ok(Json(s.core.owner(req).await?))
 }
 
@@ -132,8 +147,13 @@ pub(crate) async fn owner(State(s): State<AppState>, KeyPath(key): KeyPath) -> R
         (status = 200, description = "Revoked; `holder` is the holder it was taken from, `revision` the new fence", body = Released),
         RevokeFailures,
     ))]
-pub(crate) async fn revoke(State(s): State<AppState>, KeyPath(key): KeyPath) -> Reply<Released> {
-    let req = from_fields([("key", Value::from(key))])?;
+pub(crate) async fn revoke(
+    State(s): State<AppState>,
+    Extension(access): Extension<Access>,
+    KeyPath(key): KeyPath,
+) -> Reply<Released> {
+    let req: OwnerRequest = from_fields([("key", Value::from(key))])?;
+    access.admit(Op::Revoke, req.key.as_str())?;
     Ok(Json(s.core.revoke(req).await?))
 }
 
@@ -157,12 +177,17 @@ pub struct ListQuery {
     ))]
 pub(crate) async fn list(
     State(s): State<AppState>,
+    Extension(access): Extension<Access>,
     QueryOf(query): QueryOf<ListQuery>,
 ) -> Reply<LeaseList> {
+    access.admit_any_key(Op::List)?;
     let req: ListRequest = from_fields([
         ("prefix", query.prefix.unwrap_or(Value::Null)),
         ("after", query.after.unwrap_or(Value::Null)),
         ("limit", query_field(query.limit)),
     ])?;
-    Ok(Json(s.core.list(req, ListBounds::default()).await?))
+    let visible = |key: &str| access.reads(key);
+    Ok(Json(
+        s.core.list(req, ListBounds::default(), &visible).await?,
+    ))
 }

@@ -1,5 +1,7 @@
 //! The NATS front: the `api.leases.*` request/reply subjects in queue group
-//! `dagnats-leases`. Each handler decodes, calls the core, encodes; nothing
+//! `dagnats-leases`. Each handler decodes, checks the request against the
+//! policy when one is loaded (the caller is the account and user the
+//! server's `Nats-Request-Info` names), calls the core, encodes; nothing
 //! else. [`service`] makes the same subjects the endpoints of the NATS
 //! service `dagnats-api` (ADR-32 discovery and stats).
 
@@ -21,12 +23,17 @@ use tokio_util::task::TaskTracker;
 
 use crate::core::{LeaseCore, LeaseError, ListBounds, ran_out};
 use crate::metrics::{self, Op};
+use crate::policy::{Access, Policy};
 use dagnats_leases_wire::kind::ErrorBody;
 use dagnats_leases_wire::names::{
-    HEADER_SERVICE_ERROR, HEADER_SERVICE_ERROR_CODE, HEADER_WAIT_MS, QUEUE_GROUP, SUBJECT_ACQUIRE,
-    SUBJECT_FORWARD, SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW, SUBJECT_TRANSFER,
+    HEADER_REQUEST_INFO, HEADER_SERVICE_ERROR, HEADER_SERVICE_ERROR_CODE, HEADER_WAIT_MS,
+    QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE,
+    SUBJECT_RENEW, SUBJECT_TRANSFER,
 };
-use dagnats_leases_wire::request::{Invalid, ListLimit, decode};
+use dagnats_leases_wire::request::{
+    AcquireRequest, ForwardRequest, Invalid, ListLimit, OwnerRequest, ReleaseRequest, RenewRequest,
+    TransferRequest, decode,
+};
 use dagnats_leases_wire::wait::{bounds, budget_for};
 use service::Instance;
 
@@ -77,7 +84,7 @@ pub(crate) async fn subscribe_endpoints(
 /// gateway is stopping") at once.
 pub(crate) async fn serve(
     client: Client,
-    core: LeaseCore,
+    (core, policy): (LeaseCore, Option<Arc<Policy>>),
     instance: Instance,
     subs: Vec<Subject>,
     tasks: TaskTracker,
@@ -88,6 +95,7 @@ pub(crate) async fn serve(
     let front = Front {
         client,
         core,
+        policy,
         instance,
         tasks,
         permits,
@@ -106,6 +114,7 @@ pub(crate) async fn serve(
 struct Front {
     client: Client,
     core: LeaseCore,
+    policy: Option<Arc<Policy>>,
     instance: Instance,
     tasks: TaskTracker,
     permits: Arc<Semaphore>,
@@ -140,11 +149,13 @@ impl Front {
                     let permit = self.permits.clone().acquire_owned().await;
                     let (client, core) = (self.client.clone(), self.core.clone());
                     let (instance, give_up) = (self.instance.clone(), self.give_up.clone());
+                    let access = self.access(&msg);
                     self.tasks.spawn(async move {
                         // Boxed, so the task tokio moves when it spawns and
                         // finishes it is a few pointers, not the 1.8 KB an
                         // answer's state takes.
-                        Box::pin(answer(&client, &core, &instance, op, msg, &give_up)).await;
+                        let served = (&core, &access);
+                        Box::pin(answer(&client, served, &instance, op, msg, &give_up)).await;
                         drop(permit);
                     });
                 }
@@ -154,9 +165,27 @@ impl Front {
     }
 }
 
+impl Front {
+    /// What the policy lets the sender of `msg` do: everything without a
+    /// policy (its headers are not even looked at).
+    fn access(&self, msg: &Message) -> Access {
+        match &self.policy {
+            None => Access::Open,
+            Some(policy) => {
+                let info = msg
+                    .headers
+                    .as_ref()
+                    .and_then(|headers| headers.get(HEADER_REQUEST_INFO))
+                    .map(|value| value.as_str());
+                Access::of_nats(policy, info)
+            }
+        }
+    }
+}
+
 async fn answer(
     client: &Client,
-    core: &LeaseCore,
+    served: (&LeaseCore, &Access),
     instance: &Instance,
     op: Op,
     msg: Message,
@@ -172,7 +201,7 @@ async fn answer(
             // A wait that does not bound the call would only arm a second
             // timer over the core's own budget, or none that matters.
             let wait = wait.filter(|wait| bounds(msg.subject.as_str(), *wait));
-            handle(client, core, op, &msg.payload, wait, give_up).await
+            handle(client, served, op, &msg.payload, wait, give_up).await
         }
         Err(invalid) => encode(Err::<(), _>(invalid)),
     };
@@ -237,7 +266,7 @@ fn caller_wait(msg: &Message) -> Result<Option<Duration>, LeaseError> {
 /// server's `max_payload` bytes, as it is now.
 async fn handle(
     client: &Client,
-    core: &LeaseCore,
+    (core, access): (&LeaseCore, &Access),
     op: Op,
     body: &[u8],
     wait: Option<Duration>,
@@ -251,13 +280,56 @@ async fn handle(
     };
     let run = async {
         match op {
-            Op::Acquire => call(body, |req| core.acquire(req)).await,
-            Op::Renew => call(body, |req| core.renew(req)).await,
-            Op::Release => call(body, |req| core.release(req)).await,
-            Op::Owner => call(body, |req| core.owner(req)).await,
-            Op::Forward => call(body, |req| core.forward(req)).await,
-            Op::List => call(body, |req| core.list(req, list_bounds())).await,
-            Op::Transfer => call(body, |req| core.transfer(req)).await,
+            Op::Acquire => {
+                call(body, |req: AcquireRequest| async move {
+                    let caller = access.admit(op, req.key.as_str())?;
+                    core.acquire(req, &caller).await
+                })
+                .await
+            }
+            Op::Renew => {
+                call(body, |req: RenewRequest| async move {
+                    let caller = access.admit(op, req.key.as_str())?;
+                    core.renew(req, &caller).await
+                })
+                .await
+            }
+            Op::Release => {
+                call(body, |req: ReleaseRequest| async move {
+                    let caller = access.admit(op, req.key.as_str())?;
+                    core.release(req, &caller).await
+                })
+                .await
+            }
+            Op::Owner => {
+                call(body, |req: OwnerRequest| async move {
+                    access.admit(op, req.key.as_str())?;
+                    core.owner(req).await
+                })
+                .await
+            }
+            Op::Forward => {
+                call(body, |req: ForwardRequest| async move {
+                    access.admit(op, req.key.as_str())?;
+                    core.forward(req).await
+                })
+                .await
+            }
+            Op::List => {
+                call(body, |req| async move {
+                    access.admit_any_key(op)?;
+                    core.list(req, list_bounds(), &|key| access.reads(key))
+                        .await
+                })
+                .await
+            }
+            Op::Transfer => {
+                call(body, |req: TransferRequest| async move {
+                    let caller = access.admit_transfer(&req)?;
+                    core.transfer(req, &caller).await
+                })
+                .await
+            }
             other => unreachable!("{other:?} has no NATS subject"),
         }
     };

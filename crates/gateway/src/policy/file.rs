@@ -62,7 +62,7 @@ pub(crate) struct Parsed {
 pub(crate) fn parse(text: &str) -> Result<Vec<Parsed>, PolicyError> {
     let at = |span: Range<usize>| line_of(text, span.start);
     let document: Document = toml::from_str(text).map_err(|err| PolicyError {
-        line: err.span().map(|span| at(span)),
+        line: err.span().map(&at),
         // `message()`, not the error's Display: that quotes the line, which
         // may hold a token.
         message: err.message().to_string(),
@@ -82,7 +82,7 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Parsed>, PolicyError> {
             message,
         };
         let name = check_name(&entry.name).map_err(|msg| fail(entry.name.span(), msg))?;
-        if let Some(first) = parsed.iter().find(|p| p.principal.name == name) {
+        if let Some(first) = parsed.iter().find(|p| *p.principal.name == *name) {
             return Err(fail(
                 entry.name.span(),
                 format!(
@@ -96,7 +96,7 @@ pub(crate) fn parse(text: &str) -> Result<Vec<Parsed>, PolicyError> {
         let right = rights(&entry.rights).map_err(|(span, msg)| fail(span, msg))?;
         parsed.push(Parsed {
             principal: Principal {
-                name,
+                name: name.into(),
                 prefixes,
                 right,
             },
@@ -137,7 +137,10 @@ type Fault = (Range<usize>, String);
 fn identity(entry: &Entry, line: usize) -> Result<Identity, Fault> {
     let local = entry.local.as_ref().filter(|local| *local.get_ref());
     let given = [
-        entry.nats_account.as_ref().map(|s| (s.span(), "nats_account")),
+        entry
+            .nats_account
+            .as_ref()
+            .map(|s| (s.span(), "nats_account")),
         entry
             .http_token_sha256
             .as_ref()

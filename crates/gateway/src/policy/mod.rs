@@ -1,6 +1,7 @@
 //! Authorization (docs/protocol.md, Authorization): the principals of a
 //! policy file, who a caller is, and what it may do to which keys.
 //!
+//! - [`access`]: one request's access, checked before the core runs it.
 //! - [`file`]: the TOML file, checked line by line.
 //! - [`request_info`]: the principal of a NATS request, from the
 //!   `Nats-Request-Info` header the server writes on a service import.
@@ -8,6 +9,7 @@
 //! Without a policy none of this runs: the gateway behaves as it always
 //! has.
 
+pub(crate) mod access;
 pub(crate) mod file;
 pub(crate) mod request_info;
 
@@ -19,6 +21,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::metrics::Op;
+pub(crate) use access::Access;
 use dagnats_leases_wire::request::KeyPrefix;
 pub(crate) use file::PolicyError;
 use file::RESERVED_NAMES;
@@ -71,11 +74,11 @@ impl Right {
 }
 
 /// A caller the policy knows: its name, the key prefixes it may touch
-/// and the highest right it has on them. No `Debug`-free secrets: a
-/// principal holds no token, only the policy's digests do.
+/// and the highest right it has on them. It holds no token: only the
+/// policy's digests do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Principal {
-    pub(crate) name: String,
+    pub(crate) name: Arc<str>,
     pub(crate) prefixes: Vec<KeyPrefix>,
     pub(crate) right: Right,
 }
@@ -154,7 +157,7 @@ impl Policy {
             if let Some(token) = token {
                 parsed.push(file::Parsed {
                     principal: Principal {
-                        name: name.to_string(),
+                        name: name.into(),
                         prefixes: vec![KeyPrefix::default()],
                         right,
                     },
@@ -190,14 +193,15 @@ impl Policy {
             Identity::Token(digest) => self.tokens.push((*digest, principal)),
             Identity::Nats { account, user } => {
                 self.account_of
-                    .insert(principal.name.clone(), account.clone());
+                    .insert(principal.name.to_string(), account.clone());
                 let slot = self.accounts.entry(account.clone());
                 match user {
                     None => {
                         slot.or_insert(AccountPrincipals::Whole(principal));
                     }
                     Some(user) => {
-                        let users = slot.or_insert_with(|| AccountPrincipals::Users(HashMap::new()));
+                        let users =
+                            slot.or_insert_with(|| AccountPrincipals::Users(HashMap::new()));
                         if let AccountPrincipals::Users(users) = users {
                             users.insert(user.clone(), principal);
                         }
@@ -235,9 +239,10 @@ impl Policy {
         found
     }
 
-    /// Whether any principal is identified by an HTTP token.
-    pub(crate) fn has_tokens(&self) -> bool {
-        !self.tokens.is_empty()
+    /// Whether any principal is a NATS account's: only then do tenant
+    /// accounts need their change events republished.
+    pub(crate) fn has_accounts(&self) -> bool {
+        !self.accounts.is_empty()
     }
 
     /// The account of the principal named `name`, when it is a NATS
@@ -248,20 +253,22 @@ impl Policy {
 
     /// The accounts with a principal that may read `key`, each once.
     pub(crate) fn accounts_reading<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> {
-        self.accounts.iter().filter_map(move |(account, principals)| {
-            let reads = match principals {
-                AccountPrincipals::Whole(principal) => principal.may(Right::Read, key),
-                AccountPrincipals::Users(users) => {
-                    users.values().any(|principal| principal.may(Right::Read, key))
-                }
-            };
-            reads.then_some(account.as_str())
-        })
+        self.accounts
+            .iter()
+            .filter_map(move |(account, principals)| {
+                let reads = match principals {
+                    AccountPrincipals::Whole(principal) => principal.may(Right::Read, key),
+                    AccountPrincipals::Users(users) => users
+                        .values()
+                        .any(|principal| principal.may(Right::Read, key)),
+                };
+                reads.then_some(account.as_str())
+            })
     }
 
-    /// Every principal, in file order, then the HTTP token settings'.
-    pub(crate) fn principals(&self) -> &[Arc<Principal>] {
-        &self.principals
+    /// Whether a principal is named `name`.
+    pub(crate) fn names(&self, name: &str) -> bool {
+        self.principals.iter().any(|p| *p.name == *name)
     }
 }
 
@@ -296,7 +303,9 @@ fn ambiguous(earlier: &file::Parsed, entry: &file::Parsed) -> PolicyError {
         (0, _) => (None, format!("{first} and {second} are the same token")),
         (_, 0) => (
             Some(earlier.line),
-            format!("{what} would match two principals: {first:?} and the one of the {second} setting"),
+            format!(
+                "{what} would match two principals: {first:?} and the one of the {second} setting"
+            ),
         ),
         _ => (
             Some(entry.line),

@@ -40,6 +40,7 @@ async fn forward(core: &LeaseCore, payload: &[u8]) -> Result<Forwarded, ForwardE
 fn sent(holder: &str, fence: u64, payload: &[u8]) -> Sent {
     Sent {
         holder: holder.into(),
+        principal: None,
         key: "k".into(),
         fence,
         payload: Bytes::copy_from_slice(payload),
