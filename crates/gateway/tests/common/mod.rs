@@ -16,7 +16,9 @@ pub mod relay;
 pub mod renewing;
 pub mod service;
 pub mod shard_checker;
+pub mod sse;
 pub mod takeover;
+pub mod tenants;
 
 pub use dagnats_leases_testkit::gateway::command;
 pub use dagnats_leases_testkit::nats::{
