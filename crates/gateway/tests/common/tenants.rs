@@ -23,7 +23,8 @@ pub struct Tenants {
     pub gateways: Vec<Gateway>,
     pub clients: HashMap<&'static str, async_nats::Client>,
     pub server: NatsServer,
-    policy: TempDir,
+    /// The directory of the policy file, if the gateways have one.
+    policy: Option<TempDir>,
 }
 
 impl Tenants {
@@ -34,9 +35,21 @@ impl Tenants {
 
     /// `gateways` gateways with `policy` as their policy file.
     pub async fn with_policy(policy: &str, gateways: usize) -> Self {
+        Self::on_accounts(Some(policy), gateways).await
+    }
+
+    /// One gateway without a policy, on the same accounts.
+    pub async fn without_policy() -> Self {
+        Self::on_accounts(None, 1).await
+    }
+
+    async fn on_accounts(policy: Option<&str>, gateways: usize) -> Self {
         let server = accounts::server().await;
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("policy.toml"), policy).unwrap();
+        let dir = policy.map(|policy| {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("policy.toml"), policy).unwrap();
+            dir
+        });
         let mut tenants = Tenants {
             gateways: Vec::new(),
             clients: HashMap::new(),
@@ -54,22 +67,25 @@ impl Tenants {
         tenants
     }
 
-    /// Where the policy file is.
-    pub fn policy_path(&self) -> String {
-        self.policy.path().join("policy.toml").display().to_string()
+    /// Where the policy file is, if the gateways have one.
+    pub fn policy_path(&self) -> Option<String> {
+        let dir = self.policy.as_ref()?;
+        Some(dir.path().join("policy.toml").display().to_string())
     }
 
-    /// A gateway in `LEASES` with the policy and the admin token, plus
-    /// `env`, ready to serve.
+    /// A gateway in `LEASES` with the policy (if any) and the admin token,
+    /// plus `env`, ready to serve.
     pub async fn gateway(&self, env: &[(&str, &str)]) -> Gateway {
         let [(user_var, user), (password_var, password)] = accounts::gateway_env();
         let policy = self.policy_path();
         let mut all = vec![
             (user_var, user.as_str()),
             (password_var, password.as_str()),
-            ("DAGNATS_POLICY", policy.as_str()),
             ("DAGNATS_HTTP_TOKEN", ADMIN_TOKEN),
         ];
+        if let Some(policy) = &policy {
+            all.push(("DAGNATS_POLICY", policy.as_str()));
+        }
         all.extend_from_slice(env);
         Gateway::start_with(&self.server.url, &[], &all).await
     }
@@ -83,6 +99,16 @@ impl Tenants {
     /// `Nats-Service-Error-Code` when it failed.
     pub async fn call(&self, user: &str, op: &str, body: Value) -> (Value, Option<String>) {
         call_with(self.client(user), op, body, None).await
+    }
+
+    /// `user` acquires `key` for `holder` (30 s), which must be granted;
+    /// the grant.
+    pub async fn hold(&self, user: &str, key: &str, holder: &str) -> Value {
+        let body = json!({"key": key, "holder": holder, "ttl_ms": 30_000});
+        let (grant, code) = self.call(user, "acquire", body).await;
+        assert_eq!(code, None, "{user} acquires {key}: {grant}");
+        assert_eq!(grant["granted"], true, "{user} acquires {key}: {grant}");
+        grant
     }
 
     /// The key's last message in the bucket, as JetStream holds it: its

@@ -10,17 +10,6 @@ use serde_json::json;
 
 const TTL: u64 = 30_000;
 
-async fn hold(t: &Tenants, user: &str, key: &str, holder: &str) -> serde_json::Value {
-    let body = json!({"key": key, "holder": holder, "ttl_ms": TTL});
-    let (grant, code) = t.call(user, "acquire", body).await;
-    assert_eq!(
-        (grant["granted"].clone(), code),
-        (json!(true), None),
-        "{grant}"
-    );
-    grant
-}
-
 #[tokio::test]
 async fn a_missing_or_unknown_token_stays_unauthorized() {
     let t = Tenants::start().await;
@@ -55,7 +44,7 @@ async fn a_read_only_tokens_acquire_is_forbidden() {
 #[tokio::test]
 async fn an_admin_token_over_http_revokes_a_tenants_lease() {
     let t = Tenants::start().await;
-    let grant = hold(&t, "alice", "team-a-leader", "a1").await;
+    let grant = t.hold("alice", "team-a-leader", "a1").await;
     let http = Http::of(&t.gateways[0]).await;
     let revoke = |token: &str| {
         http.with_token(token)
@@ -86,7 +75,7 @@ async fn a_list_shows_only_what_the_principal_may_read_and_its_pages_never_name_
         ("alice", "team-a-3", "a1"),
         ("bob", "team-b-9", "b1"),
     ] {
-        hold(&t, user, key, holder).await;
+        t.hold(user, key, holder).await;
     }
     let keys = |list: &serde_json::Value| -> Vec<String> {
         list["leases"]
@@ -137,8 +126,8 @@ async fn an_event_stream_shows_only_what_the_principal_may_read() {
     let reply = dashboard.get("/v1/events?key=team-b-x").await;
     assert_error(&reply, 403, "forbidden");
     let mut events = open(&dashboard, "/v1/events", None).await;
-    hold(&t, "bob", "team-b-x", "b1").await;
-    let seen = hold(&t, "alice", "team-a-x", "a1").await;
+    t.hold("bob", "team-b-x", "b1").await;
+    let seen = t.hold("alice", "team-a-x", "a1").await;
     let (name, id, data) = next(&mut events).await;
     assert_eq!(
         (name.as_str(), data["key"].as_str()),
