@@ -132,7 +132,41 @@ fn not_the_owner() -> ClientError {
 impl LeaseKeeper {
     /// Starts keeping `options.key`.
     pub fn start(client: LeaseClient, options: KeeperOptions) -> Self {
-        let (tx, state) = watch::channel(Ownership::NotOwner);
+        Self::spawn(client, options, None)
+    }
+
+    /// Keeps a lease this process was just granted, by a request that
+    /// started at `started` (for example the first granted of several
+    /// keys): it holds from that request on, so its entitlement counts
+    /// from it, with no second acquire. When `options.wait` is set, it
+    /// waits for the key again after a loss, as [`LeaseKeeper::start`]
+    /// does.
+    pub fn holding(
+        client: LeaseClient,
+        options: KeeperOptions,
+        started: Instant,
+        lease: Lease,
+    ) -> Self {
+        Self::spawn(client, options, Some((started, lease)))
+    }
+
+    fn spawn(
+        client: LeaseClient,
+        options: KeeperOptions,
+        granted: Option<(Instant, Lease)>,
+    ) -> Self {
+        // A keeper started holding owns from the first look at it.
+        let now = match &granted {
+            Some((started, lease)) if entitled_until(*started, lease) > Instant::now() => {
+                Ownership::Owner {
+                    tenure: lease.revision,
+                    fence: lease.revision,
+                    until: entitled_until(*started, lease),
+                }
+            }
+            _ => Ownership::NotOwner,
+        };
+        let (tx, state) = watch::channel(now);
         let stop = CancellationToken::new();
         let (hand_offs, requests) = mpsc::unbounded_channel();
         let task = tokio::spawn(
@@ -143,7 +177,7 @@ impl LeaseKeeper {
                 stop: stop.clone(),
                 hand_offs: requests,
             }
-            .keep(),
+            .keep(granted),
         );
         LeaseKeeper {
             state,
@@ -246,7 +280,19 @@ struct Task {
 }
 
 impl Task {
-    async fn keep(mut self) {
+    async fn keep(mut self, granted: Option<(Instant, Lease)>) {
+        if let Some((started, lease)) = granted {
+            // Per the conservative clock it may have run out already.
+            let ended = if entitled_until(started, &lease) > Instant::now() {
+                self.hold(started, lease.revision, lease).await
+            } else {
+                self.lose("the grant had run out before it was kept")
+            };
+            match ended {
+                Ended::Lost if self.opts.wait => {}
+                Ended::Lost | Ended::Stopped => return,
+            }
+        }
         let mut retry = RETRY_MIN;
         let mut transferred: Option<u64> = None;
         loop {

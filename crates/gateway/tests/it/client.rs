@@ -452,3 +452,51 @@ async fn a_forward_lost_in_a_gateway_that_never_answers_is_not_sent_again() {
         "in {ROUNDS} rounds the queue group never picked the hole"
     );
 }
+
+#[tokio::test]
+async fn a_keeper_started_holding_a_grant_owns_at_once_from_that_request_and_renews_it() {
+    let s = Setup::start().await;
+    let leases = LeaseClient::new(s.client.clone());
+    let started = Instant::now();
+    let grant = leases
+        .acquire("k", "a", Duration::from_secs(3))
+        .await
+        .unwrap();
+    let revision = grant.lease.revision;
+    let options = KeeperOptions {
+        key: "k".into(),
+        holder: "a".into(),
+        ttl: Duration::from_secs(3),
+        wait: false,
+    };
+    let keeper = LeaseKeeper::holding(leases.clone(), options, started, grant.lease);
+    match keeper.ownership() {
+        Ownership::Owner {
+            tenure,
+            fence,
+            until,
+        } => {
+            assert_eq!((tenure, fence), (revision, revision));
+            assert!(
+                until <= started + Duration::from_secs(3),
+                "counted from the request's start"
+            );
+        }
+        Ownership::NotOwner => panic!("a keeper started holding owns at once"),
+    }
+    // No second acquire: its next write is the renew at a third of the TTL.
+    let renewed = eventually("a renewal", Duration::from_secs(5), || async {
+        match keeper.ownership() {
+            Ownership::Owner { tenure, fence, .. } if fence > revision => Some(tenure),
+            _ => None,
+        }
+    })
+    .await;
+    assert_eq!(renewed, revision, "the tenure stays the grant's");
+    keeper.shutdown().await;
+    let owner = leases.owner("k").await.unwrap();
+    assert!(
+        matches!(owner, Owner::Free(_)),
+        "released on shutdown: {owner:?}"
+    );
+}
