@@ -205,3 +205,12 @@ pub fn service_subjects(verb: &str, id: &str) -> [String; 3] {
         format!("{SERVICE_PREFIX}.{verb}.{SERVICE_NAME}.{id}"),
     ]
 }
+
+/// What `dagnats-leases run` tells the command it starts: the key it
+/// holds, its holder id, and the tenure's fence (the acquire's revision, to
+/// send with every write downstream).
+pub const ENV_LEASE_KEY: &str = "DAGNATS_LEASE_KEY";
+/// See [`ENV_LEASE_KEY`].
+pub const ENV_LEASE_HOLDER: &str = "DAGNATS_LEASE_HOLDER";
+/// See [`ENV_LEASE_KEY`].
+pub const ENV_LEASE_FENCE: &str = "DAGNATS_LEASE_FENCE";

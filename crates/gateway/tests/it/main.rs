@@ -28,6 +28,7 @@ mod list_load;
 mod operations;
 mod policy_file;
 mod round_trips;
+mod run;
 mod service;
 mod shards;
 mod tenants;

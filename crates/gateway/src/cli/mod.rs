@@ -1,5 +1,5 @@
 //! The ops commands of the `dagnats-leases` binary, over NATS: acquire,
-//! renew, release, transfer, owner, forward, watch, hold and shards.
+//! renew, release, transfer, owner, forward, watch, hold, run and shards.
 //!
 //! Replies print as JSON on stdout; failures print `kind: sentence` on
 //! stderr. Exit codes tell scripts what happened (see [`Exit`]).
@@ -20,22 +20,38 @@ use dagnats_leases_client::{
 };
 use dagnats_leases_wire::timefmt;
 
+mod run;
+
+pub use run::RunArgs;
+
 /// What a command's exit code says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
     /// 0: done (granted, renewed, released, answered).
-    Ok = 0,
+    Ok,
     /// 1: an error (the gateway's `kind`, or NATS unreachable).
-    Error = 1,
+    Error,
+    /// 2: bad input; nothing was sent.
+    Usage,
     /// 3: acquire was not granted: someone else holds the key.
-    NotGranted = 3,
+    NotGranted,
     /// 4: `lost`: not the holder at that fence; stop acting as owner.
-    Lost = 4,
+    Lost,
+    /// `run`: the command's own status (128 + N if signal N ended it; 126
+    /// or 127 if it could not be started).
+    Command(u8),
 }
 
 impl From<Exit> for ExitCode {
     fn from(exit: Exit) -> ExitCode {
-        ExitCode::from(exit as u8)
+        ExitCode::from(match exit {
+            Exit::Ok => 0,
+            Exit::Error => 1,
+            Exit::Usage => 2,
+            Exit::NotGranted => 3,
+            Exit::Lost => 4,
+            Exit::Command(status) => status,
+        })
     }
 }
 
@@ -145,6 +161,12 @@ pub enum ClientCommand {
         #[command(flatten)]
         holding: Holding,
     },
+    /// Run CMD while holding KEY (with --slots N, one of KEY-0 ...
+    /// KEY-<N-1>), with DAGNATS_LEASE_KEY, DAGNATS_LEASE_HOLDER and
+    /// DAGNATS_LEASE_FENCE set; stop it (SIGTERM, then SIGKILL) the moment
+    /// the lease is lost or may run out.
+    #[command(after_help = run::EXIT_CODES)]
+    Run(RunArgs),
     /// Keep this process a member of shard group GROUP (shard i is the
     /// lease on GROUP-<i>) and own its share of the shards; on SIGINT or
     /// SIGTERM hand every shard over and exit 0.
@@ -181,12 +203,24 @@ impl ClientCommand {
             | ClientCommand::Watch { nats, .. }
             | ClientCommand::Hold { nats, .. }
             | ClientCommand::Shards { nats, .. } => nats,
+            ClientCommand::Run(args) => &args.nats,
         }
     }
 }
 
 /// Runs one client command against NATS.
 pub async fn run(command: ClientCommand) -> Exit {
+    // `run` checks its input before it connects: bad input acquires nothing.
+    let plan = match &command {
+        ClientCommand::Run(args) => match args.plan() {
+            Ok(plan) => Some(plan),
+            Err(why) => {
+                eprintln!("dagnats-leases: {why}");
+                return Exit::Usage;
+            }
+        },
+        _ => None,
+    };
     let nats = command.nats();
     let connected = match nats.connect_options().await {
         Ok(options) => options
@@ -253,6 +287,10 @@ pub async fn run(command: ClientCommand) -> Exit {
             ..
         } => watch(&client, key.as_deref(), json, ownership).await,
         ClientCommand::Hold { holding, .. } => hold(client, holding).await,
+        ClientCommand::Run(_) => match plan {
+            Some(plan) => run::run(client, plan).await,
+            None => unreachable!("a run command has its plan"),
+        },
         ClientCommand::Shards {
             group,
             count,
