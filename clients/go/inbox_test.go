@@ -89,7 +89,7 @@ func TestAnInboxRejectsAMissingMalformedOrStaleFence(t *testing.T) {
 	nc := connect(t)
 	const tenure = 10
 	handled := serve(t, nc, "owner-c", func(key string) (uint64, bool) { return tenure, key == "k" }, echo)
-	for _, fence := range []string{"", "x", "-1", "1.5", "9"} {
+	for _, fence := range []string{"", "x", "-1", "+12", "1.5", "١٢", "18446744073709551616", "9"} {
 		msg := nats.NewMsg("dagnats.lease.inbox.owner-c.k")
 		msg.Data = []byte("body")
 		if fence != "" {
