@@ -45,6 +45,23 @@ func TestTheCommittedGoModNamesOnlyRealModulesAtRealVersions(t *testing.T) {
 	}
 }
 
+// The module zip holds only this folder, so it carries the repository's
+// license itself: pkg.go.dev shows documentation only for a module whose
+// license it finds.
+func TestTheModuleCarriesTheRepositorysApacheLicense(t *testing.T) {
+	own, err := os.ReadFile("LICENSE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, err := os.ReadFile(filepath.Join("..", "..", "LICENSE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(own) != string(repo) || !strings.Contains(string(own), "Apache License") {
+		t.Fatal("clients/go/LICENSE is not the repository's Apache-2.0 license")
+	}
+}
+
 // A module of a user's, importing this one by its path: built with the
 // same dependencies the tests use (the workspace's replacements when
 // GOWORK names one, the module proxy otherwise).
