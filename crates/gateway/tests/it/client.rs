@@ -180,12 +180,27 @@ async fn keeper_holds_the_lease_past_its_ttl_by_renewing() {
 
 #[tokio::test]
 async fn a_waiting_keeper_is_woken_by_the_release_not_the_ttl() {
+    use futures::StreamExt;
+
     let s = Setup::start().await;
     let leases = LeaseClient::new(s.client.clone());
     let first = keeper(&leases, "k", "a", 60, true);
     until_owner(&first).await;
+    let mut acquires = s.client.subscribe("api.leases.acquire").await.unwrap();
+    s.client.flush().await.unwrap();
     let second = keeper(&leases, "k", "b", 60, true);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // It asked, was not granted, and waits.
+    let asked = async {
+        while let Some(msg) = acquires.next().await {
+            let body: serde_json::Value = serde_json::from_slice(&msg.payload).unwrap();
+            if body["holder"] == "b" {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), asked)
+        .await
+        .expect("the second keeper asked");
     assert_eq!(second.ownership(), Ownership::NotOwner);
     let released_at = Instant::now();
     first.shutdown().await;

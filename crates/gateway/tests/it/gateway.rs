@@ -178,20 +178,26 @@ async fn sigterm_finishes_in_flight_requests_and_exits_0() {
     let server = NatsServer::start().await;
     let gateway = Gateway::start(&server.url).await;
     let c = client(&server.url).await;
+    let (answered_tx, mut first_answer) = tokio::sync::mpsc::unbounded_channel();
     let calls: Vec<_> = (0..200)
         .map(|i| {
-            let c = c.clone();
+            let (c, answered) = (c.clone(), answered_tx.clone());
             tokio::spawn(async move {
                 let body = json!({"key": format!("k{i}"), "holder": "h", "ttl_ms": 5000});
-                tokio::time::timeout(
+                let reply = tokio::time::timeout(
                     Duration::from_secs(10),
                     c.request("api.leases.acquire", body.to_string().into()),
                 )
-                .await
+                .await;
+                let _ = answered.send(());
+                reply
             })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // Terminated once it serves: the calls not answered yet are in flight.
+    tokio::time::timeout(Duration::from_secs(10), first_answer.recv())
+        .await
+        .expect("a first answer");
     let status = gateway.terminate().await;
     assert!(status.success(), "exit status {status}");
     let mut answered = 0;
