@@ -91,7 +91,6 @@ pub struct Released {
 /// Data of a `released` or `expired` change event: the key, the revision
 /// of the write that freed it, and its last holder when known.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LeaseEnded {
     pub key: String,
     pub revision: u64,

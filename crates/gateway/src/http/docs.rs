@@ -41,11 +41,12 @@ use super::{AppState, cluster, events, forward, leases, ops};
     ),
     components(schemas(
         dagnats_leases_wire::ErrorBody,
-        dagnats_leases_wire::reply::LeaseEnded,
         dagnats_leases_wire::request::LeaseKey,
         dagnats_leases_wire::request::KeyPrefix,
         dagnats_leases_wire::request::ForwardTimeout,
+        dagnats_leases_wire::request::ListLimit,
     )),
+    servers((url = "/", description = "The gateway that serves this document")),
     modifiers(&BearerAuth),
     tags(
         (name = "leases", description = "Acquire, renew, release, transfer, owner and list"),

@@ -6,7 +6,8 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::ApiError;
@@ -23,22 +24,30 @@ pub(crate) fn router() -> Router<AppState> {
         .route("/metrics", get(render_metrics))
 }
 
+/// The body of a `200` from `/healthz` (`ok`) or `/readyz` (`ready`).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Status {
+    status: &'static str,
+}
+
 /// Liveness: the process is up and serving HTTP.
 #[utoipa::path(get, path = "/healthz", tag = "ops",
-    responses((status = 200, description = "`{\"status\": \"ok\"}`", body = Object)))]
-pub(crate) async fn healthz() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+    security(),
+    responses((status = 200, description = "`{\"status\": \"ok\"}`", body = Status)))]
+pub(crate) async fn healthz() -> Json<Status> {
+    Json(Status { status: "ok" })
 }
 
 /// Readiness: NATS is connected and the bucket can serve (its stream has a
 /// leader, as `/v1/cluster` shows it); else 503 naming why (`unavailable`,
 /// or `unsupported` on a server older than 2.11).
 #[utoipa::path(get, path = "/readyz", tag = "ops",
+    security(),
     responses(
-        (status = 200, description = "`{\"status\": \"ready\"}`", body = Object),
+        (status = 200, description = "`{\"status\": \"ready\"}`", body = Status),
         (status = 503, description = "`unavailable` or `unsupported`", body = ErrorBody),
     ))]
-pub(crate) async fn readyz(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn readyz(State(s): State<AppState>) -> Result<Json<Status>, ApiError> {
     if s.client.connection_state() != async_nats::connection::State::Connected {
         return Err(LeaseError::Unavailable("not connected to NATS".into()).into());
     }
@@ -61,13 +70,14 @@ pub(crate) async fn readyz(State(s): State<AppState>) -> Result<Json<Value>, Api
         ))
         .into());
     }
-    Ok(Json(json!({"status": "ready"})))
+    Ok(Json(Status { status: "ready" }))
 }
 
 /// Prometheus metrics: requests by front, op and kind, latency histograms,
 /// forward attempts, event-stream clients, NATS connection state, and the
 /// stream's leader and replicas as `/v1/cluster` shows them.
 #[utoipa::path(get, path = "/metrics", tag = "ops",
+    security(),
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain", body = String)))]
 pub(crate) async fn render_metrics(State(s): State<AppState>) -> impl IntoResponse {
     metrics::nats_connected(

@@ -71,7 +71,6 @@ async fn the_openapi_document_is_3_1_and_describes_every_endpoint() {
         "Forwarded",
         "LeaseList",
         "ErrorBody",
-        "LeaseEnded",
     ] {
         assert!(
             doc["components"]["schemas"].get(schema).is_some(),
