@@ -218,15 +218,7 @@ async fn every_stored_lease_record_carries_a_whole_second_ttl() {
 #[tokio::test]
 async fn a_corrupt_record_answers_internal_never_a_guess() {
     let s = Setup::start().await;
-    let mut headers = async_nats::HeaderMap::new();
-    headers.insert("Dagnats-Lease-Event", "acquired");
-    headers.insert("Nats-TTL", "60s");
-    let ack = s
-        .client
-        .request_with_headers("$KV.leases.k", headers, "not a record".into())
-        .await
-        .unwrap();
-    let seq = serde_json::from_slice::<Value>(&ack.payload).unwrap()["seq"].clone();
+    let seq = common::records::write_corrupt(&s.client, "k").await;
     let before = common::stream_state(&s.client).await;
     for (op, body) in [
         ("owner", json!({"key": "k"})),

@@ -25,6 +25,7 @@ mod http_schemathesis;
 mod leases;
 mod list;
 mod list_load;
+mod openapi_client;
 mod operations;
 mod policy_file;
 mod round_trips;
