@@ -64,7 +64,100 @@ fn check(
     })
 }
 
-/// Answers forwarded requests for `holder` until the connection closes.
+/// The owner inbox of one holder, subscribed: what the server routes to
+/// `dagnats.lease.inbox.<holder>.>` from the moment
+/// [`OwnerInbox::subscribe`] returns waits for [`OwnerInbox::serve`].
+pub struct OwnerInbox {
+    nats: async_nats::Client,
+    prefix: String,
+    sub: async_nats::Subscriber,
+}
+
+impl OwnerInbox {
+    /// Subscribes `holder`'s inbox and returns once the server has
+    /// registered the subscription, so a forward sent from any connection
+    /// after this reaches it (rather than meeting no responders).
+    pub async fn subscribe(nats: async_nats::Client, holder: &str) -> Result<Self, ClientError> {
+        let prefix = format!("{INBOX_PREFIX}.{holder}.");
+        let sub = nats
+            .subscribe(format!("{prefix}>"))
+            .await
+            .map_err(|err| ClientError::Nats(err.to_string()))?;
+        registered(&nats).await?;
+        Ok(OwnerInbox { nats, prefix, sub })
+    }
+
+    /// Answers forwarded requests until the connection closes.
+    /// `tenure(key)` says whether this process acts as owner of `key` now
+    /// and since which revision (a keeper's [`Ownership::tenure`]);
+    /// `handler` produces the reply body for each accepted request.
+    /// Dropping the future unsubscribes.
+    ///
+    /// [`Ownership::tenure`]: super::Ownership::tenure
+    pub async fn serve<T, H, F>(self, tenure: T, handler: H) -> Result<(), ClientError>
+    where
+        T: Fn(&str) -> Option<u64>,
+        H: Fn(InboxRequest) -> F + Send + Sync + 'static,
+        F: Future<Output = Bytes> + Send + 'static,
+    {
+        let OwnerInbox {
+            nats,
+            prefix,
+            mut sub,
+        } = self;
+        let handler = Arc::new(handler);
+        while let Some(msg) = sub.next().await {
+            let Some(reply_to) = msg.reply.clone() else {
+                continue;
+            };
+            match check(&msg, &prefix, &tenure) {
+                Ok(req) => {
+                    let (nats, handler) = (nats.clone(), handler.clone());
+                    tokio::spawn(async move {
+                        let body = handler(req).await;
+                        if let Err(err) = nats.publish(reply_to, body).await {
+                            tracing::warn!(%err, "could not answer a forwarded request");
+                        }
+                    });
+                }
+                Err(why) => {
+                    tracing::debug!(?why, subject = %msg.subject, "rejecting forwarded request");
+                    let mut headers = HeaderMap::new();
+                    headers.insert(HEADER_REJECT, REJECT_STALE);
+                    if let Err(err) = nats
+                        .publish_with_headers(reply_to, headers, Bytes::new())
+                        .await
+                    {
+                        tracing::warn!(%err, "could not reject a forwarded request");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Returns once the server has handled everything `nats` sent before: it
+/// handles each connection's operations in order, so a message this
+/// connection sends itself comes back after them (`flush` only writes the
+/// socket).
+async fn registered(nats: &async_nats::Client) -> Result<(), ClientError> {
+    let subject = nats.new_inbox();
+    let mut echo = nats
+        .subscribe(subject.clone())
+        .await
+        .map_err(|err| ClientError::Nats(err.to_string()))?;
+    nats.publish(subject, Bytes::new())
+        .await
+        .map_err(|err| ClientError::Nats(err.to_string()))?;
+    echo.next()
+        .await
+        .map(drop)
+        .ok_or_else(|| ClientError::Nats("the connection closed".into()))
+}
+
+/// Answers forwarded requests for `holder` until the connection closes:
+/// [`OwnerInbox::subscribe`], then [`OwnerInbox::serve`].
 /// `tenure(key)` says whether this process acts as owner of `key` now and
 /// since which revision (a keeper's [`Ownership::tenure`]); `handler`
 /// produces the reply body for each accepted request.
@@ -102,40 +195,10 @@ where
     H: Fn(InboxRequest) -> F + Send + Sync + 'static,
     F: Future<Output = Bytes> + Send + 'static,
 {
-    let prefix = format!("{INBOX_PREFIX}.{holder}.");
-    let mut sub = nats
-        .subscribe(format!("{prefix}>"))
+    OwnerInbox::subscribe(nats, holder)
+        .await?
+        .serve(tenure, handler)
         .await
-        .map_err(|err| ClientError::Nats(err.to_string()))?;
-    let handler = Arc::new(handler);
-    while let Some(msg) = sub.next().await {
-        let Some(reply_to) = msg.reply.clone() else {
-            continue;
-        };
-        match check(&msg, &prefix, &tenure) {
-            Ok(req) => {
-                let (nats, handler) = (nats.clone(), handler.clone());
-                tokio::spawn(async move {
-                    let body = handler(req).await;
-                    if let Err(err) = nats.publish(reply_to, body).await {
-                        tracing::warn!(%err, "could not answer a forwarded request");
-                    }
-                });
-            }
-            Err(why) => {
-                tracing::debug!(?why, subject = %msg.subject, "rejecting forwarded request");
-                let mut headers = HeaderMap::new();
-                headers.insert(HEADER_REJECT, REJECT_STALE);
-                if let Err(err) = nats
-                    .publish_with_headers(reply_to, headers, Bytes::new())
-                    .await
-                {
-                    tracing::warn!(%err, "could not reject a forwarded request");
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@
 //!   sending.
 //! - [`LeaseKeeper`] (`keeper`): acquire (optionally waiting), renew every
 //!   ttl/3, and a watch of "am I the owner, at which fence".
-//! - [`serve_inbox`] (`inbox`): the owner's side of forward, answering only
+//! - [`serve_inbox`] (`inbox`, and [`OwnerInbox`] to know when it is
+//!   subscribed): the owner's side of forward, answering only
 //!   while entitled to.
 //! - [`FenceGate`] (`fence`): accepts a write only if its fence is the
 //!   highest seen.
@@ -34,5 +35,5 @@ pub use dagnats_leases_wire as wire;
 pub use dagnats_leases_wire::change::{ChangeEvent, ChangeKind};
 pub use dagnats_leases_wire::kind::Kind;
 pub use fence::{FenceGate, StaleFence};
-pub use inbox::{InboxRequest, serve_inbox};
+pub use inbox::{InboxRequest, OwnerInbox, serve_inbox};
 pub use keeper::{KeeperOptions, LeaseKeeper, Ownership};

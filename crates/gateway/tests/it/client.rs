@@ -334,6 +334,31 @@ async fn the_owner_inbox_handles_requests_only_for_keys_it_owns() {
     inbox.abort();
 }
 
+#[tokio::test]
+async fn an_owner_inbox_answers_a_request_sent_from_another_connection_the_moment_it_is_subscribed()
+{
+    use dagnats_leases_client::OwnerInbox;
+    use dagnats_leases_client::wire::names::HEADER_FENCE;
+    let server = NatsServer::start().await;
+    let other = common::client(&server.url).await;
+    let inbox = OwnerInbox::subscribe(common::client(&server.url).await, "worker")
+        .await
+        .unwrap();
+    // No wait of any kind: the subscription is the server's already.
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(HEADER_FENCE, "7");
+    let request = other.request_with_headers("dagnats.lease.inbox.worker.k", headers, "hi".into());
+    let serve = inbox.serve(
+        |key: &str| (key == "k").then_some(7),
+        |req: dagnats_leases_client::InboxRequest| async move { req.payload },
+    );
+    let reply = tokio::select! {
+        reply = request => reply.expect("the inbox answers, never no responders"),
+        served = serve => panic!("the inbox stopped serving: {served:?}"),
+    };
+    assert_eq!(reply.payload, Bytes::from_static(b"hi"));
+}
+
 /// A member of the gateways' queue group on `subject` that swallows the
 /// first `requests` it gets, as a gateway on a frozen node does until its
 /// routes close; the server drops it once it got them. In the group when
