@@ -71,8 +71,18 @@ pub enum Owner {
 #[serde(deny_unknown_fields)]
 pub struct FreeKey {
     /// Always false.
+    #[serde(deserialize_with = "always_false")]
     pub held: bool,
     pub key: String,
+}
+
+/// `held` of a free key: a reply saying `held: true` without the lease's
+/// fields is unreadable, never a free key.
+fn always_false<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    match bool::deserialize(d)? {
+        false => Ok(false),
+        true => Err(serde::de::Error::custom("a free key has held: false")),
+    }
 }
 
 /// Reply to release; `revision` is the fence of the release write.
@@ -107,4 +117,17 @@ pub struct Forwarded {
     pub revision: u64,
     /// The owner's reply body (base64 in JSON).
     pub payload: Payload,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_owner_reply_held_true_without_the_lease_is_unreadable() {
+        let free: Owner = serde_json::from_str(r#"{"held": false, "key": "k"}"#).unwrap();
+        assert!(matches!(free, Owner::Free(FreeKey { held: false, .. })));
+        let half = serde_json::from_str::<Owner>(r#"{"held": true, "key": "k"}"#);
+        assert!(half.is_err(), "{half:?}");
+    }
 }
