@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 
+import nats
 import pytest
 from nats.aio.client import Client as NATS
 
 from dagnats_leases import InboxRequest, LeaseClient, LeaseError, LeaseKeeper, serve_inbox
 from dagnats_leases.inbox import check
+
+from conftest import Stack
 
 PREFIX = "dagnats.lease.inbox.w."
 
@@ -64,6 +67,27 @@ async def test_a_fence_below_the_tenure_is_rejected(nc: NATS, client: LeaseClien
         with pytest.raises(LeaseError) as caught:
             await client.forward(key, b"x", timeout_ms=2000)
     assert caught.value.kind == "owner_rejected"
+
+
+async def test_the_inbox_is_subscribed_at_the_server_when_serve_inbox_returns(nc: NATS, stack: Stack) -> None:
+    # Publishes still queued for nats-py's flusher when serve_inbox
+    # subscribes: its own flush() would return before the SUB reached the
+    # server, and a request from another connection met no responders.
+    async def handler(request: InboxRequest) -> bytes:
+        return b"ok"
+
+    other = await nats.connect(stack.url)
+    try:
+        for round in range(200):
+            for _ in range(20):
+                await nc.publish("noise", b"x" * 1000)
+            async with await serve_inbox(nc, f"w{round}", tenure_10_on_k, handler):
+                reply = await other.request(
+                    f"dagnats.lease.inbox.w{round}.k", b"x", timeout=2, headers={"Dagnats-Lease-Fence": "10"}
+                )
+            assert reply.data == b"ok", round
+    finally:
+        await other.close()
 
 
 @pytest.mark.parametrize("fence", [None, "", "-1", "1.5", "x", "+12", "١٢", str(2**64)])

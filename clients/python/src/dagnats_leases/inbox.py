@@ -145,5 +145,16 @@ async def serve_inbox(nc: NATS, holder: str, tenure: Tenure, handler: Handler) -
 
     sub = await nc.subscribe(prefix + ">", cb=on_request)
     # Subscribed at the server, not only queued, before the caller is told so.
-    await nc.flush()
+    await _server_has_seen_all(nc)
     return InboxServer(sub, handlers)
+
+
+async def _server_has_seen_all(nc: NATS) -> None:
+    """Returns once the server has handled everything ``nc`` sent before.
+    ``nc.flush()`` cannot say so: nats-py writes its PING ahead of the
+    commands still waiting for its flusher task. A message this connection
+    sends itself comes back after them, the server handling each
+    connection's commands in order."""
+    echo = await nc.subscribe(nc.new_inbox(), max_msgs=1)
+    await nc.publish(echo.subject, b"")
+    await echo.next_msg(timeout=10)
