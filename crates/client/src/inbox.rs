@@ -51,7 +51,9 @@ fn check(
         .strip_prefix(prefix)
         .unwrap_or_default();
     let tenure = tenure(key).ok_or(Reject::NotOwner)?;
+    // Digits only: `u64::from_str` would also take a leading `+`.
     let fence: u64 = headers::get(msg.headers.as_ref(), HEADER_FENCE)
+        .filter(|v| v.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|v| v.parse().ok())
         .ok_or(Reject::NoFence)?;
     if fence < tenure {
@@ -255,7 +257,14 @@ mod tests {
 
     #[test]
     fn rejects_a_missing_or_malformed_fence() {
-        for fence in [None, Some(""), Some("-1"), Some("1.5"), Some("x")] {
+        for fence in [
+            None,
+            Some(""),
+            Some("-1"),
+            Some("+12"),
+            Some("1.5"),
+            Some("x"),
+        ] {
             let got = check(&request("k", fence), PREFIX, tenure_10_on_k);
             assert_eq!(got, Err(Reject::NoFence), "{fence:?}");
         }
