@@ -105,11 +105,13 @@ class Driver:
         self.gates: dict[str, FenceGate] = {}
         self.watchers: set[asyncio.Task[None]] = set()
 
-    def keeper(self, req: Json) -> LeaseKeeper:
+    def keeper(self, req: Json, forget: bool = False) -> LeaseKeeper:
+        """The keeper the request names; ``forget`` drops the name (a keeper
+        stopped or handed off is gone, and its name free again)."""
         name = need(req, "keeper")
         if name not in self.keepers:
             raise DriverError("not_found", f"no keeper named {name!r}")
-        return self.keepers[name]
+        return self.keepers.pop(name) if forget else self.keepers[name]
 
     async def call(self, req: Json) -> Json:
         method, args = need(req, "method"), need(req, "args")
@@ -234,9 +236,16 @@ class Driver:
             keeper = self.keeper(req)
             return {"fence": keeper.fence(), "tenure": keeper.tenure()}
         if op == "keeper.hand_off":
-            return lease_json(await self.keeper(req).hand_off(need(req, "to")))
+            to = need(req, "to")
+            keeper = self.keeper(req, forget=True)
+            try:
+                return lease_json(await keeper.hand_off(to))
+            except LeaseError as err:
+                if err.kind == "invalid":  # refused before anything: it keeps running
+                    self.keepers[req["keeper"]] = keeper
+                raise
         if op == "keeper.stop":
-            await self.keeper(req).stop()
+            await self.keeper(req, forget=True).stop()
             return {}
         if op == "gate.admit":
             return self.gate_admit(req)

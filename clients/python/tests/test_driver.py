@@ -94,6 +94,8 @@ async def test_the_driver_runs_keepers_inboxes_and_gates(driver: Session, key: s
     assert any(e["event"] == "inbox" and e["key"] == key and e["payload_b64"] == payload for e in driver.events)
     assert (await driver.ask({"op": "inbox.stop", "inbox": "i1"}))["ok"] == {}
     assert (await driver.ask({"op": "keeper.stop", "keeper": "k1"}))["ok"] == {}
+    # A stopped keeper is gone, and its name free again.
+    assert (await driver.ask({"op": "keeper.state", "keeper": "k1"}))["error"]["kind"] == "not_found"
     assert (await driver.ask({"op": "gate.admit", "gate": "g", "fence": 5}))["ok"] == {}
     stale = await driver.ask({"op": "gate.admit", "gate": "g", "fence": 4})
     assert stale["error"]["kind"] == "stale_fence"
