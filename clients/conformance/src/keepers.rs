@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use dagnats_leases_client::{KeeperOptions, LeaseKeeper, Ownership};
+use dagnats_leases_client::{ClientError, KeeperOptions, LeaseKeeper, Ownership};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -88,8 +88,13 @@ impl Keepers {
 
     /// `hand_off(to)`: the grant the transfer returned.
     pub async fn hand_off(&self, name: &str, to: &str) -> Result<Value, Failure> {
-        let kept = self.take(name)?;
-        Ok(grant(kept.keeper.hand_off(to).await?))
+        let mut kept = self.take(name)?;
+        let handed = kept.keeper.hand_off(to).await;
+        if matches!(handed, Err(ClientError::Invalid(_))) {
+            // Refused before anything happened: the keeper keeps the lease.
+            self.put_back(name, kept);
+        }
+        Ok(grant(handed?))
     }
 
     /// Stops the keeper (releasing the lease) and forgets it.
@@ -104,6 +109,10 @@ impl Keepers {
         for kept in all {
             kept.keeper.shutdown().await;
         }
+    }
+
+    fn put_back(&self, name: &str, kept: Kept) {
+        self.0.lock().unwrap().insert(name.to_string(), kept);
     }
 
     fn take(&self, name: &str) -> Result<Kept, Failure> {

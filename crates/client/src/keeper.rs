@@ -31,6 +31,7 @@ use crate::changes;
 use dagnats_leases_wire::change::{ChangeEvent, ChangeKind};
 use dagnats_leases_wire::kind::Kind;
 use dagnats_leases_wire::reply::{Grant, Lease};
+use dagnats_leases_wire::request::HolderId;
 
 /// Retry delays after a failed call that was not `lost`.
 const RETRY_MIN: Duration = Duration::from_millis(100);
@@ -107,6 +108,7 @@ pub struct KeeperOptions {
 ///
 /// [`shutdown`]: LeaseKeeper::shutdown
 pub struct LeaseKeeper {
+    holder: String,
     state: watch::Receiver<Ownership>,
     stop: CancellationToken,
     hand_offs: mpsc::UnboundedSender<HandOff>,
@@ -167,6 +169,7 @@ impl LeaseKeeper {
             _ => Ownership::NotOwner,
         };
         let (tx, state) = watch::channel(now);
+        let holder = options.holder.clone();
         let stop = CancellationToken::new();
         let (hand_offs, requests) = mpsc::unbounded_channel();
         let task = tokio::spawn(
@@ -180,6 +183,7 @@ impl LeaseKeeper {
             .keep(granted),
         );
         LeaseKeeper {
+            holder,
             state,
             stop,
             hand_offs,
@@ -204,8 +208,16 @@ impl LeaseKeeper {
     /// makes `to` the holder (a keeper of `to` waiting for the key takes it
     /// over). The reply is `to`'s new lease. `lost` if this keeper does not
     /// hold the lease; on any other failure the lease is released, as by
-    /// [`shutdown`](LeaseKeeper::shutdown), so `to` can acquire it.
-    pub async fn hand_off(mut self, to: &str) -> Result<Grant, ClientError> {
+    /// [`shutdown`](LeaseKeeper::shutdown), so `to` can acquire it. A `to`
+    /// that is not another valid holder id is `invalid` before anything
+    /// happens, and the keeper goes on keeping the lease.
+    pub async fn hand_off(&mut self, to: &str) -> Result<Grant, ClientError> {
+        if to == self.holder || HolderId::try_from(to.to_string()).is_err() {
+            return Err(ClientError::Invalid(format!(
+                "a hand-off needs another valid holder id than {}, got {to:?}",
+                self.holder
+            )));
+        }
         let (reply, answer) = oneshot::channel();
         let request = HandOff {
             to: to.to_string(),

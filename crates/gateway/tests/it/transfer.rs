@@ -13,8 +13,8 @@ use crate::common::{
 use bytes::Bytes;
 use dagnats_leases_client::wire::names::{HEADER_EVENT, HEADER_PREVIOUS_HOLDER};
 use dagnats_leases_client::{
-    ChangeEvent, ChangeKind, FenceGate, KeeperOptions, LeaseClient, LeaseKeeper, Ownership,
-    serve_inbox,
+    ChangeEvent, ChangeKind, ClientError, FenceGate, KeeperOptions, LeaseClient, LeaseKeeper,
+    Ownership, serve_inbox,
 };
 use futures::StreamExt;
 use serde_json::Value;
@@ -426,7 +426,7 @@ async fn a_keeper_hands_off_and_the_waiting_successor_takes_over_at_the_transfer
     let s = Setup::start().await;
     let leases = LeaseClient::new(s.client.clone());
     let mut changes = changes_of_k(&s.client).await;
-    let (a, b) = a_owns_and_b_waits(&s, &leases).await;
+    let (mut a, b) = a_owns_and_b_waits(&s, &leases).await;
     let a_ownership = a.watch();
     let moved = a.hand_off("b").await.unwrap();
     assert!(moved.granted);
@@ -471,10 +471,32 @@ async fn a_keeper_hands_off_and_the_waiting_successor_takes_over_at_the_transfer
 async fn a_hand_off_by_a_keeper_that_does_not_hold_the_key_is_lost_without_a_call() {
     let s = Setup::start().await;
     let leases = LeaseClient::new(s.client.clone());
-    let (a, b) = a_owns_and_b_waits(&s, &leases).await;
+    let (a, mut b) = a_owns_and_b_waits(&s, &leases).await;
     let err = b.hand_off("c").await.unwrap_err();
     assert!(err.is_lost(), "{err:?}");
     assert_eq!(answered(&s.client, "transfer").await, 0);
     assert_eq!(s.owner("k").await["holder"], "a");
     a.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_hand_off_to_itself_or_an_invalid_holder_is_invalid_and_the_keeper_keeps_the_lease() {
+    let s = Setup::start().await;
+    let leases = LeaseClient::new(s.client.clone());
+    let (mut a, b) = a_owns_and_b_waits(&s, &leases).await;
+    let Ownership::Owner { tenure, .. } = a.ownership() else {
+        panic!("a owns k")
+    };
+    for to in ["a", "not.a.holder", ""] {
+        let err = a.hand_off(to).await.unwrap_err();
+        assert!(matches!(err, ClientError::Invalid(_)), "{to:?}: {err:?}");
+    }
+    assert_eq!(answered(&s.client, "transfer").await, 0);
+    assert!(
+        matches!(a.ownership(), Ownership::Owner { tenure: t, .. } if t == tenure),
+        "a still owns k in its tenure"
+    );
+    assert_eq!(s.owner("k").await["holder"], "a");
+    a.shutdown().await;
+    b.shutdown().await;
 }
