@@ -11,6 +11,7 @@
 //! - [`reply`]: what each call answers.
 //! - [`kind`]: the error kinds with their HTTP statuses, and the error body.
 //! - [`record`]: the versioned record a key holds in the bucket.
+//! - [`history`]: the tenure history's requests, replies and records.
 //! - [`change`]: decoding the change events republished for every write.
 //! - [`service`]: the NATS services framework's discovery replies (ADR-32).
 //! - [`timefmt`]: RFC 3339 timestamps in UTC.
@@ -20,6 +21,7 @@
 //! schemas for the gateway's OpenAPI document.
 
 pub mod change;
+pub mod history;
 pub mod kind;
 pub mod names;
 pub mod record;

@@ -43,6 +43,33 @@ pub const SUBJECT_LIST: &str = "api.leases.list";
 /// (docs/protocol.md, Operations): a new tenure with no gap after the old one.
 pub const SUBJECT_TRANSFER: &str = "api.leases.transfer";
 
+/// The tenure history of the bucket, a page at a time (docs/protocol.md,
+/// Tenure history): who held which key, from when to when, and how each
+/// tenure ended.
+pub const SUBJECT_HISTORY: &str = "api.leases.history";
+
+/// The stream of the tenure history, beside the bucket: one subject per
+/// key, [`history_subject`].
+pub const HISTORY_STREAM: &str = "leases_history";
+
+/// The first tokens of every subject of the history stream.
+pub const HISTORY_PREFIX: &str = "dagnats.history";
+
+/// The history stream's subjects.
+pub const HISTORY_SUBJECTS: &str = "dagnats.history.>";
+
+/// The durable consumer of the bucket's stream that the gateways' history
+/// writers share.
+pub const HISTORY_CONSUMER: &str = "dagnats_history";
+
+/// The consumer's pinned-client priority group (ADR-42): one writer at a time.
+pub const HISTORY_GROUP: &str = "history";
+
+/// Request header of an acquire: milliseconds since the caller's first try
+/// of the wait this acquire belongs to (0 on the first). With it, the
+/// gateway counts how long waiting acquires waited before their grant.
+pub const HEADER_WAITED_MS: &str = "Dagnats-Lease-Waited-Ms";
+
 /// "dagnats ... makes a NATS request to dagnats.lease.inbox.<holder>.<key>".
 pub const INBOX_PREFIX: &str = "dagnats.lease.inbox";
 
@@ -150,6 +177,11 @@ pub fn tenant_inbox_subject(account: &str, holder: &str, key: &str) -> String {
 /// The inbox of `holder` for requests about `key`.
 pub fn inbox_subject(holder: &str, key: &str) -> String {
     format!("{INBOX_PREFIX}.{holder}.{key}")
+}
+
+/// Subject of `key`'s tenures in the history stream.
+pub fn history_subject(key: &str) -> String {
+    format!("{HISTORY_PREFIX}.{key}")
 }
 
 /// Subject of the record for `key`.

@@ -92,6 +92,13 @@ impl PrincipalName {
 /// are all floats; `1000.5`, negatives and strings stay invalid.
 pub struct WholeNumber(u64);
 
+impl WholeNumber {
+    /// The number read.
+    pub(crate) fn get(self) -> u64 {
+        self.0
+    }
+}
+
 /// Beyond 2^53 a float no longer holds every whole number exactly.
 const MAX_EXACT_FLOAT: f64 = 9_007_199_254_740_992.0;
 

@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use serde::{Deserializer, Serializer};
+use serde::{Deserialize, Deserializer, Serializer};
 use time::format_description::well_known::Rfc3339;
 use time::macros::format_description;
 use time::{Date, Month, OffsetDateTime, PrimitiveDateTime, Time, UtcOffset};
@@ -127,6 +127,26 @@ pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<OffsetDateTime, D:
         }
     }
     d.deserialize_str(Timestamp)
+}
+
+/// `#[serde(with = "timefmt::option")]` for a timestamp that may be null.
+pub mod option {
+    use super::*;
+
+    /// See [`super::serialize`]; `None` is null.
+    pub fn serialize<S: Serializer>(at: &Option<OffsetDateTime>, s: S) -> Result<S::Ok, S::Error> {
+        match at {
+            Some(at) => super::serialize(at, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// See [`super::deserialize`]; null is `None`.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<OffsetDateTime>, D::Error> {
+        #[derive(serde::Deserialize)]
+        struct At(#[serde(with = "super")] OffsetDateTime);
+        Ok(Option::<At>::deserialize(d)?.map(|At(at)| at))
+    }
 }
 
 #[cfg(test)]
