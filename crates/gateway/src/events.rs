@@ -14,7 +14,7 @@ use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 
-use crate::core::LeaseCore;
+use crate::core::{LeaseCore, Tenancy};
 use crate::policy::Access;
 use dagnats_leases_client::changes;
 use dagnats_leases_wire::change::{ChangeEvent, ChangeKind};
@@ -181,12 +181,13 @@ pub(crate) async fn relay(
             continue;
         };
         let change = with_last_holder(change, &mut last_holders);
-        core.observe(
-            &change.key,
-            change.revision,
-            change.lease.as_ref(),
-            change.principal.as_deref(),
-        );
+        let tenancy = Tenancy {
+            tenure: change.tenure.unwrap_or(change.revision),
+            renewals: change.renewals,
+        };
+        let held = change.lease.as_ref().map(|lease| (lease, tenancy));
+        let principal = change.principal.as_deref();
+        core.observe(&change.key, change.revision, held, principal);
         events
             .clients
             .deliver(&change.key, change.event, || EncodedChange::from(&change));

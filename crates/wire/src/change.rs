@@ -68,6 +68,13 @@ pub struct ChangeEvent {
     /// renewed); never shown, since a reader needs only the lease.
     #[serde(skip)]
     pub principal: Option<String>,
+    /// For acquired and renewed: the revision that started the tenure the
+    /// record belongs to. Not in the event's JSON (its data is the lease).
+    #[serde(skip)]
+    pub tenure: Option<u64>,
+    /// For renewed: how many times that tenure was renewed so far.
+    #[serde(skip)]
+    pub renewals: u64,
 }
 
 /// Why a message on the change subjects is not a change event.
@@ -125,6 +132,8 @@ impl ChangeEvent {
                 holder: Some(record.holder.clone()),
                 lease: Some(record.lease(&key, revision, Some(stored_at))),
                 previous_holder: header(HEADER_PREVIOUS_HOLDER).map(str::to_string),
+                tenure: Some(record.tenure_at(revision)),
+                renewals: record.renewals,
                 principal: record.principal,
                 key,
                 revision,
@@ -139,6 +148,8 @@ impl ChangeEvent {
                 lease: None,
                 previous_holder: None,
                 principal: None,
+                tenure: None,
+                renewals: 0,
                 key,
                 revision,
             },
@@ -213,6 +224,8 @@ mod tests {
             prev: 7,
             previous_holder: None,
             principal: Some("team-a".into()),
+            tenure: None,
+            renewals: 0,
         };
         let body = serde_json::to_vec(&record).unwrap();
         let renew = [

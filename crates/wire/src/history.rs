@@ -311,7 +311,8 @@ mod tests {
         let req: HistoryRequest = decode(b"{}").unwrap();
         assert_eq!(req.page_size(), 100);
         assert!(req.key.is_none() && req.prefix.is_none() && req.before.is_none());
-        let nulls = r#"{"key":null,"prefix":null,"since":null,"until":null,"before":null,"limit":null}"#;
+        let nulls =
+            r#"{"key":null,"prefix":null,"since":null,"until":null,"before":null,"limit":null}"#;
         let req: HistoryRequest = decode(nulls.as_bytes()).unwrap();
         assert_eq!(req.page_size(), 100);
     }
@@ -319,8 +320,14 @@ mod tests {
     #[test]
     fn every_bad_field_is_invalid_and_named() {
         for (body, names) in [
-            (r#"{"since":"yesterday"}"#, "\"yesterday\" is not an RFC 3339 time"),
-            (r#"{"until":"2026-13-01T00:00:00Z"}"#, "not an RFC 3339 time"),
+            (
+                r#"{"since":"yesterday"}"#,
+                "\"yesterday\" is not an RFC 3339 time",
+            ),
+            (
+                r#"{"until":"2026-13-01T00:00:00Z"}"#,
+                "not an RFC 3339 time",
+            ),
             (r#"{"since":5}"#, "invalid type"),
             (
                 r#"{"since":"2026-10-18T12:00:01Z","until":"2026-10-18T12:00:00Z"}"#,
@@ -329,11 +336,17 @@ mod tests {
             (r#"{"key":"a.b"}"#, "key must be 1 to 128 bytes"),
             (r#"{"key":""}"#, "key must be 1 to 128 bytes"),
             (r#"{"prefix":"a*"}"#, "prefix must be 1 to 128 bytes"),
-            (r#"{"limit":0}"#, "limit must be a whole number from 1 to 1000, got 0"),
+            (
+                r#"{"limit":0}"#,
+                "limit must be a whole number from 1 to 1000, got 0",
+            ),
             (r#"{"limit":1001}"#, "got 1001"),
             (r#"{"limit":2.5}"#, "a whole number"),
             (r#"{"limit":"10"}"#, "a whole number"),
-            (r#"{"before":"x1"}"#, "before must be the next of an earlier history reply"),
+            (
+                r#"{"before":"x1"}"#,
+                "before must be the next of an earlier history reply",
+            ),
             (r#"{"before":"-1"}"#, "before must be the next"),
             (r#"{"before":"+1"}"#, "before must be the next"),
             (r#"{"before":7}"#, "invalid type"),
@@ -345,7 +358,8 @@ mod tests {
 
     #[test]
     fn since_equal_to_until_is_one_instant() {
-        let body = r#"{"since":"2026-10-18T12:00:00Z","until":"2026-10-18T12:00:00Z","limit":1000}"#;
+        let body =
+            r#"{"since":"2026-10-18T12:00:00Z","until":"2026-10-18T12:00:00Z","limit":1000}"#;
         let req: HistoryRequest = decode(body.as_bytes()).unwrap();
         assert_eq!(req.page_size(), 1000);
     }
@@ -369,7 +383,12 @@ mod tests {
         let req: HistoryRequest = decode(body.as_bytes()).unwrap();
         let noon = datetime!(2026-10-18 12:00 UTC);
         let one = datetime!(2026-10-18 13:00 UTC);
-        let ended_before = tenure("job-1", 10, noon - time::Duration::HOUR, Some(noon - time::Duration::SECOND));
+        let ended_before = tenure(
+            "job-1",
+            10,
+            noon - time::Duration::HOUR,
+            Some(noon - time::Duration::SECOND),
+        );
         let ended_at_since = tenure("job-1", 11, noon - time::Duration::HOUR, Some(noon));
         let still_held = tenure("job-1", 12, noon - time::Duration::HOUR, None);
         let started_after = tenure("job-1", 13, one + time::Duration::SECOND, None);

@@ -10,6 +10,7 @@ use time::OffsetDateTime;
 
 use std::time::Duration;
 
+use crate::history::TenureEnd;
 use crate::names::{HEADER_EVENT, HEADER_KV_OPERATION, HEADER_MARKER_REASON};
 use crate::reply::Lease;
 use crate::timefmt;
@@ -72,9 +73,28 @@ pub struct LeaseRecord {
     /// so the version stays 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<String>,
+    /// On a renew's record: the revision that started the tenure it
+    /// renews, so the tenure history knows it from any one of its records
+    /// (docs/protocol.md, Tenure history). Absent on the record that
+    /// started it (its own revision is the tenure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenure: Option<u64>,
+    /// How many times the tenure was renewed, this write included.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub renewals: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl LeaseRecord {
+    /// The revision that started this record's tenure, the record being
+    /// at `seq`.
+    pub fn tenure_at(&self, seq: u64) -> u64 {
+        self.tenure.unwrap_or(seq)
+    }
+
     /// The lease this record describes, at revision `seq`. `expires_at`
     /// counts from the earlier of the gateway's clock at the write and the
     /// server's stamp (when known), so it is never later than the server's
@@ -110,6 +130,36 @@ pub struct ReleaseRecord {
     /// to repeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<String>,
+    /// The gateway took back a renew acknowledged too late to count: the
+    /// lease ran out (with `revoked`, since its holder did not release it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub withdrawn: bool,
+    /// The tenure it ended, when the tombstone says (it does from the
+    /// history on): the revision that started it, when, and how many
+    /// times it was renewed, so a history that never saw the tenure's
+    /// other records still records it whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenure: Option<u64>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::timefmt::option"
+    )]
+    pub acquired_at: Option<OffsetDateTime>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub renewals: u64,
+}
+
+impl ReleaseRecord {
+    /// How the tenure this tombstone ended, ended: the one place a
+    /// revoke's mark is read (docs/protocol.md, Tenure history).
+    pub fn end(&self) -> TenureEnd {
+        match (self.revoked, self.withdrawn) {
+            (_, true) => TenureEnd::Expired,
+            (true, false) => TenureEnd::Revoked,
+            (false, false) => TenureEnd::Released,
+        }
+    }
 }
 
 /// What the last message of a key says.
@@ -273,6 +323,8 @@ mod tests {
             prev: 0,
             previous_holder: None,
             principal: None,
+            tenure: None,
+            renewals: 0,
         };
         let body = serde_json::to_vec(&record).unwrap();
         let entry = decode_entry(3, AT, headers(&[(HEADER_EVENT, "acquired")]), &body).unwrap();

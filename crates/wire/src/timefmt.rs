@@ -142,7 +142,9 @@ pub mod option {
     }
 
     /// See [`super::deserialize`]; null is `None`.
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<OffsetDateTime>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<OffsetDateTime>, D::Error> {
         #[derive(serde::Deserialize)]
         struct At(#[serde(with = "super")] OffsetDateTime);
         Ok(Option::<At>::deserialize(d)?.map(|At(at)| at))

@@ -166,6 +166,8 @@ impl FakeRecords {
             prev: 0,
             previous_holder: None,
             principal: None,
+            tenure: None,
+            renewals: 0,
         };
         let entry = Entry::Held {
             seq,

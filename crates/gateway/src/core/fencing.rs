@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 
 use super::caller::{Caller, tenure_principal};
 use super::error::LeaseError;
-use super::known::Known;
+use super::known::{Known, Tenancy};
 use super::lease_core::{LeaseCore, MAX_ROUNDS, contention};
 use super::ports::{Records, StoreError};
 use dagnats_leases_wire::record::{Entry, LeaseRecord};
@@ -89,7 +89,8 @@ impl LeaseCore {
                     let principal = record.principal.as_deref();
                     caller.check_tenure(key, principal)?;
                     let lease = record.lease(key, *seq, Some(*stored_at));
-                    match write(Known::of(*seq, &lease, principal)).await {
+                    let tenure = (Tenancy::of(*seq, record), principal);
+                    match write(Known::of(*seq, &lease, tenure)).await {
                         Err(StoreError::Conflict) => continue,
                         done => return done.map_err(|err| self.store_error(err)),
                     }

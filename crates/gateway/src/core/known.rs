@@ -30,6 +30,28 @@ pub(crate) struct Known {
     pub(crate) expires_at: OffsetDateTime,
     /// Under a policy, the principal the tenure belongs to.
     pub(crate) principal: Option<Arc<str>>,
+    /// The tenure the record belongs to, and its renewals so far: what a
+    /// renew counts on, and a release's tombstone tells the history
+    /// (docs/protocol.md, Tenure history).
+    pub(crate) tenancy: Tenancy,
+}
+
+/// The tenure a lease record belongs to: the revision that started it,
+/// and how many times it was renewed up to the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tenancy {
+    pub(crate) tenure: u64,
+    pub(crate) renewals: u64,
+}
+
+impl Tenancy {
+    /// The tenancy `record`, written at `seq`, tells.
+    pub(crate) fn of(seq: u64, record: &dagnats_leases_wire::record::LeaseRecord) -> Self {
+        Tenancy {
+            tenure: record.tenure_at(seq),
+            renewals: record.renewals,
+        }
+    }
 }
 
 impl Known {
@@ -46,12 +68,12 @@ impl Known {
         }
     }
 
-    /// What `lease`, written at `revision` in a tenure of `principal`,
-    /// tells.
+    /// What `lease`, written at `revision` in `tenancy`, a tenure of
+    /// `principal`, tells.
     pub(crate) fn of(
         revision: u64,
         lease: &dagnats_leases_wire::reply::Lease,
-        principal: Option<&str>,
+        (tenancy, principal): (Tenancy, Option<&str>),
     ) -> Self {
         Known {
             principal: principal.map(Arc::from),
@@ -60,6 +82,7 @@ impl Known {
             acquired_at: lease.acquired_at,
             ttl_ms: lease.ttl_ms,
             expires_at: lease.expires_at,
+            tenancy,
         }
     }
 }
@@ -160,6 +183,10 @@ mod tests {
             ttl_ms: 1_000,
             expires_at: OffsetDateTime::UNIX_EPOCH,
             principal: None,
+            tenancy: Tenancy {
+                tenure: revision,
+                renewals: 0,
+            },
         }
     }
 

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::error::LeaseError;
+pub(crate) use super::known::Tenancy;
 use super::known::{Known, KnownRevisions};
 use super::ports::{Availability, OwnerHop, Records};
 use super::written::WrittenRecords;
@@ -45,24 +46,25 @@ impl LeaseCore {
         }
     }
 
-    /// Learns from a change event that `key` is at `revision`: `lease` is
-    /// what was written there (in a tenure of `principal`), or `None` when
-    /// the key was freed. Another gateway's write then costs this one no
-    /// extra read on the next renew. The bucket learns the revision too, so
-    /// a bucket this gateway has to create again starts above every write
-    /// any gateway made.
+    /// Learns from a change event that `key` is at `revision`: `held` is
+    /// what was written there and its tenancy (in a tenure of
+    /// `principal`), or `None` when the key was freed. Another gateway's
+    /// write then costs this one no extra read on the next renew. The
+    /// bucket learns the revision too, so a bucket this gateway has to
+    /// create again starts above every write any gateway made.
     pub(crate) fn observe(
         &self,
         key: &str,
         revision: u64,
-        lease: Option<&Lease>,
+        held: Option<(&Lease, Tenancy)>,
         principal: Option<&str>,
     ) {
         self.records.saw(revision);
-        match lease {
-            Some(lease) => self
-                .known
-                .remember(key, Known::of(revision, lease, principal)),
+        match held {
+            Some((lease, tenancy)) => {
+                let known = Known::of(revision, lease, (tenancy, principal));
+                self.known.remember(key, known)
+            }
             None => self.known.freed(key, revision),
         }
     }

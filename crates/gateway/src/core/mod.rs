@@ -42,5 +42,5 @@ mod written;
 pub(crate) use budget::ran_out;
 pub(crate) use caller::Caller;
 pub(crate) use error::{ForwardError, LeaseError};
-pub(crate) use lease_core::LeaseCore;
+pub(crate) use lease_core::{LeaseCore, Tenancy};
 pub(crate) use list::ListBounds;

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use time::OffsetDateTime;
 
 use super::error::LeaseError;
-use super::known::Known;
+use super::known::{Known, Tenancy};
 use super::lease_core::LeaseCore;
 use super::ports::{Records, StoreError, Write};
 use dagnats_leases_wire::record::{Entry, LeaseRecord, RECORD_VERSION, WriteEvent};
@@ -82,8 +82,8 @@ impl LeaseCore {
         stored_at: Option<OffsetDateTime>,
     ) {
         let lease = record.lease(key, seq, stored_at);
-        let principal = record.principal.as_deref();
-        self.known.remember(key, Known::of(seq, &lease, principal));
+        let tenure = (Tenancy::of(seq, record), record.principal.as_deref());
+        self.known.remember(key, Known::of(seq, &lease, tenure));
     }
 }
 
@@ -108,5 +108,7 @@ pub(super) fn lease_record(
         prev,
         previous_holder: None,
         principal: principal.map(str::to_string),
+        tenure: None,
+        renewals: 0,
     }
 }

@@ -8,7 +8,7 @@ use super::budget::within_budget;
 use super::caller::Caller;
 use super::error::LeaseError;
 use super::fencing::{Claim, lost, too_late};
-use super::known::Known;
+use super::known::{Known, Tenancy};
 use super::lease_core::LeaseCore;
 use super::ports::{Records, StoreError, Write};
 use dagnats_leases_wire::record::{Entry, RECORD_VERSION, ReleaseRecord, WriteEvent};
@@ -38,7 +38,8 @@ impl LeaseCore {
                         return Ok(Err(lost(key, &req.holder, req.revision)));
                     }
                     let ended = (holder, held.principal.as_deref());
-                    self.release_at(bucket, key, ended, (revision, held.ttl_ms), false)
+                    let ending = Ending::released(held.acquired_at, held.tenancy);
+                    self.release_at(bucket, key, ended, (revision, held.ttl_ms), ending)
                         .await
                         .map(Ok)
                 }
@@ -81,15 +82,19 @@ impl LeaseCore {
         key: &str,
         (holder, principal): (&str, Option<&str>),
         (revision, ttl_ms): (u64, u64),
-        revoked: bool,
+        ending: Ending,
     ) -> Result<Released, StoreError> {
         let tombstone = ReleaseRecord {
             v: RECORD_VERSION,
             holder: holder.to_string(),
             released_at: OffsetDateTime::now_utc(),
             prev: revision,
-            revoked,
             principal: principal.map(str::to_string),
+            revoked: ending.by != By::Holder,
+            withdrawn: ending.by == By::Withdrawal,
+            tenure: ending.tenure.map(|(_, tenancy)| tenancy.tenure),
+            acquired_at: ending.tenure.map(|(acquired_at, _)| acquired_at),
+            renewals: ending.tenure.map_or(0, |(_, tenancy)| tenancy.renewals),
         };
         let write = Write {
             event: WriteEvent::Released,
@@ -109,5 +114,52 @@ impl LeaseCore {
             holder: holder.to_string(),
             revision: seq,
         })
+    }
+}
+
+/// Who ends a tenure with a tombstone, and which tenure: what the
+/// tombstone tells the history (docs/protocol.md, Tenure history). The
+/// one place a revoke's mark is made; `ReleaseRecord::end` reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Ending {
+    by: By,
+    /// When the tenure started, and its tenancy; `None` for a record that
+    /// names none (a corrupt one).
+    tenure: Option<(OffsetDateTime, Tenancy)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum By {
+    /// Its holder released it.
+    Holder,
+    /// An operator revoked it.
+    Operator,
+    /// The gateway took back a renew acknowledged too late: it ran out.
+    Withdrawal,
+}
+
+impl Ending {
+    /// The holder releases the tenure that started at `acquired_at`.
+    pub(super) fn released(acquired_at: OffsetDateTime, tenancy: Tenancy) -> Self {
+        Ending {
+            by: By::Holder,
+            tenure: Some((acquired_at, tenancy)),
+        }
+    }
+
+    /// An operator revokes the tenure, if the record names one.
+    pub(super) fn revoked(tenure: Option<(OffsetDateTime, Tenancy)>) -> Self {
+        Ending {
+            by: By::Operator,
+            tenure,
+        }
+    }
+
+    /// A late renew of the tenure is taken back.
+    pub(super) fn withdrawn(acquired_at: OffsetDateTime, tenancy: Tenancy) -> Self {
+        Ending {
+            by: By::Withdrawal,
+            tenure: Some((acquired_at, tenancy)),
+        }
     }
 }

@@ -11,10 +11,11 @@ use super::budget::within_budget;
 use super::caller::Caller;
 use super::error::LeaseError;
 use super::fencing::{Claim, clear_of_expiry, granted_again, lost};
-use super::known::Known;
+use super::known::{Known, Tenancy};
 use super::lease_core::LeaseCore;
 use super::ports::{Records, StoreError};
 use super::records::lease_record;
+use super::release::Ending;
 use dagnats_leases_wire::record::{Entry, WriteEvent};
 use dagnats_leases_wire::reply::{Grant, Lease};
 use dagnats_leases_wire::request::RenewRequest;
@@ -35,7 +36,8 @@ impl LeaseCore {
             let (bucket_ref, req_ref, lost_ref) = (bucket, &req, &lost);
             let write = move |held: Known| {
                 let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
-                let tenure = (held.acquired_at, held.principal.clone());
+                let started = (held.acquired_at, held.tenancy);
+                let tenure = (started, held.principal.clone());
                 let renewed = move |send_by| self.renew_at(bucket, req, tenure, send_by);
                 // A late renew is withdrawn: nothing stays held in the name of
                 // a holder told it lost the lease. On a task of its own, so
@@ -46,7 +48,8 @@ impl LeaseCore {
                     let withdrawal = tokio::spawn(async move {
                         let bucket = &*core.records;
                         let renewed = (&grant.lease, principal.as_deref());
-                        core.withdraw(bucket, &req, renewed, held.expires_at).await
+                        core.withdraw(bucket, &req, renewed, held.expires_at, started)
+                            .await
                     });
                     async move {
                         let _ = withdrawal.await;
@@ -81,24 +84,28 @@ impl LeaseCore {
     }
 
     /// The renew's one write in the tenure that started at `acquired_at`
-    /// and belongs to `principal`, sent no later than `send_by`.
+    /// and belongs to `principal`, sent no later than `send_by`. The record
+    /// names the tenure and counts its renewals, so the history needs no
+    /// write of its own for a renew.
     async fn renew_at(
         &self,
         bucket: &dyn Records,
         req: &RenewRequest,
-        (acquired_at, principal): (OffsetDateTime, Option<Arc<str>>),
+        ((acquired_at, tenancy), principal): ((OffsetDateTime, Tenancy), Option<Arc<str>>),
         send_by: OffsetDateTime,
     ) -> Result<Grant, StoreError> {
         let key = req.key.as_str();
         let revision = req.revision.get();
         let now = OffsetDateTime::now_utc();
-        let record = lease_record(
+        let mut record = lease_record(
             &req.holder,
             req.ttl_ms,
             (acquired_at, now),
             revision,
             principal.as_deref(),
         );
+        record.tenure = Some(tenancy.tenure);
+        record.renewals = tenancy.renewals + 1;
         let event = WriteEvent::Renewed;
         let seq = self
             .write_lease(bucket, (key, revision), event, &record, Some(send_by))
@@ -120,25 +127,32 @@ impl LeaseCore {
     /// Not before `was_due`, the expiry of the lease it renewed: until
     /// then the holder, not yet told, is still entitled by its last grant,
     /// so the key must not be free for another holder to take
-    /// (docs/fault-runs.md has the run that found it).
+    /// (docs/fault-runs.md has the run that found it). The tombstone ends
+    /// the tenure `tenure` (as it was before the renew) as run out.
     async fn withdraw(
         &self,
         bucket: &dyn Records,
         req: &RenewRequest,
         (renewed, principal): (&Lease, Option<&str>),
         was_due: OffsetDateTime,
+        (acquired_at, tenancy): (OffsetDateTime, Tenancy),
     ) {
         let early = was_due - OffsetDateTime::now_utc();
         tokio::time::sleep(early.try_into().unwrap_or_default()).await;
         let key = req.key.as_str();
         let (holder, revision) = (req.holder.as_str(), renewed.revision);
+        let renewed_too = Tenancy {
+            renewals: tenancy.renewals + 1,
+            ..tenancy
+        };
+        let ending = Ending::withdrawn(acquired_at, renewed_too);
         match self
             .release_at(
                 bucket,
                 key,
                 (holder, principal),
                 (revision, renewed.ttl_ms),
-                true,
+                ending,
             )
             .await
         {

@@ -97,6 +97,8 @@ impl LeaseCore {
                 Some(name) => Some(name.as_str().to_string()),
                 None => caller.name().map(str::to_string),
             },
+            tenure: None,
+            renewals: 0,
         };
         let write = Write {
             event: WriteEvent::Acquired,

@@ -66,6 +66,8 @@ mod tests {
             prev,
             previous_holder: None,
             principal: None,
+            tenure: None,
+            renewals: 0,
         };
         (serde_json::to_vec(&record).unwrap().into(), record)
     }
