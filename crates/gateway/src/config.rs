@@ -12,7 +12,7 @@ use axum::http::HeaderValue;
 use clap::{Args, ValueEnum};
 
 use crate::policy::{HttpTokens, Policy};
-use crate::settings::{BucketSettings, Coalescing, HttpSettings};
+use crate::settings::{BucketSettings, Coalescing, HistorySettings, HttpSettings};
 
 /// How long the server keeps the marker of an expired lease.
 const MARKER_TTL: Duration = Duration::from_secs(5);
@@ -114,6 +114,13 @@ pub struct Config {
     /// ready to queue theirs).
     #[arg(long, env = "DAGNATS_WORKER_THREADS", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1_024))]
     pub worker_threads: u16,
+
+    /// How long the tenure history keeps who held which key, from when to
+    /// when: a whole number and a unit (`s`, `m`, `h`, `d`), such as `7d`,
+    /// `12h` or `90s`. `0` turns the history off: nothing is written, and
+    /// history reads answer an empty page.
+    #[arg(long, env = "DAGNATS_HISTORY_MAX_AGE", default_value = "7d", value_parser = parse_history_max_age)]
+    pub history_max_age: Duration,
 
     /// Milliseconds between checks of a ready bucket. Internal: tests
     /// shorten it to watch several checks quickly.
@@ -217,6 +224,13 @@ impl Config {
                 in_flight: self.publishes_in_flight as usize,
                 max_batch: self.batch_max as usize,
             },
+        }
+    }
+
+    /// What the tenure history keeps.
+    pub(crate) fn history(&self) -> HistorySettings {
+        HistorySettings {
+            max_age: self.history_max_age,
         }
     }
 
@@ -344,6 +358,42 @@ impl NatsConfig {
 /// saw requests answered by no gateway at all.
 const PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// The longest history a gateway keeps: the history stream's max age is
+/// nanoseconds in 64 bits, and ten years is far past any need.
+const HISTORY_MAX_AGE_LIMIT: Duration = Duration::from_secs(3_650 * 86_400);
+
+/// Parses `--history-max-age`: a whole number and a unit (`s`, `m`, `h`,
+/// `d`), such as `7d`, `12h` or `90s`; `0` turns the history off.
+fn parse_history_max_age(text: &str) -> Result<Duration, String> {
+    if text == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let unit_at = text.char_indices().last().map_or(0, |(at, _)| at);
+    let (number, unit) = text.split_at(unit_at);
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => 0,
+    };
+    let count = match number.bytes().all(|b| b.is_ascii_digit()) {
+        true => number.parse::<u64>().ok(),
+        false => None,
+    };
+    let age = match (count, seconds) {
+        (Some(count), 1..) => count.checked_mul(seconds).map(Duration::from_secs),
+        _ => None,
+    };
+    match age {
+        Some(age) if age <= HISTORY_MAX_AGE_LIMIT => Ok(age),
+        Some(_) => Err(format!("{text:?} is longer than 3650d")),
+        None => Err(format!(
+            "{text:?} is not a duration: a whole number and a unit (s, m, h or d), such as 7d, 12h or 90s; 0 turns the history off"
+        )),
+    }
+}
+
 fn require_file(name: &str, path: &std::path::Path) -> Result<(), String> {
     if path.is_file() {
         Ok(())
@@ -365,4 +415,41 @@ fn read_nkey_seed(value: &str) -> Result<String, String> {
         return Err("NATS_NKEY must be a user nkey seed (starting with SU)".into());
     }
     Ok(seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_history_max_age_is_a_whole_number_and_a_unit_or_0() {
+        let day = Duration::from_secs(86_400);
+        assert_eq!(parse_history_max_age("7d"), Ok(day * 7));
+        assert_eq!(
+            parse_history_max_age("12h"),
+            Ok(Duration::from_secs(12 * 3_600))
+        );
+        assert_eq!(parse_history_max_age("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_history_max_age("30m"), Ok(Duration::from_secs(1_800)));
+        assert_eq!(parse_history_max_age("0"), Ok(Duration::ZERO));
+        for bad in [
+            "",
+            "7",
+            "d",
+            "1.5h",
+            "-1d",
+            "7w",
+            "7 d",
+            " 7d",
+            "+7d",
+            "0d7",
+            "é",
+            "99999999999999999999d",
+        ] {
+            let err = parse_history_max_age(bad).unwrap_err();
+            assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
+        }
+        let err = parse_history_max_age("3651d").unwrap_err();
+        assert!(err.contains("longer than 3650d"), "{err}");
+    }
 }

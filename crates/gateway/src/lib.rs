@@ -37,6 +37,7 @@ mod cluster;
 pub mod config;
 mod core;
 mod events;
+mod history;
 mod http;
 mod metrics;
 mod nats;
@@ -108,7 +109,8 @@ impl Running {
         if !*self.serving.borrow() {
             return Err("the lease subjects are not subscribed yet".into());
         }
-        self.core.ready().map_err(|err| err.to_string())
+        self.core.ready().map_err(|err| err.to_string())?;
+        self.core.history_ready().map_err(|err| err.to_string())
     }
 
     /// Waits until the lease subjects are subscribed (the bucket may still
@@ -195,10 +197,15 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
     let give_up = CancellationToken::new();
     let tasks = TaskTracker::new();
     let (store, provisioner) = store::store(client.clone(), config.bucket());
-    let core = LeaseCore::new(
+    let mut core = LeaseCore::new(
         Arc::new(store),
         Arc::new(owner_hop::OwnerInbox::new(client.clone(), policy.clone())),
     );
+    let history = history::start(client.clone(), config.history(), stop.child_token());
+    let history_writer = history.map(|(tenures, writer)| {
+        core = core.clone().with_history(Arc::new(tenures));
+        writer
+    });
     let mut provisioning = tokio::spawn(store::keep_provisioned(provisioner, stop.child_token()));
 
     let events = events::Events::new(http_settings.sse_buffer);
@@ -310,6 +317,7 @@ pub async fn start(config: Config) -> Result<Running, RunError> {
                 front,
                 http_server,
                 relay,
+                history_writer,
                 tasks,
                 provisioning,
                 client,
@@ -336,6 +344,8 @@ struct Parts {
     front: JoinHandle<()>,
     http_server: JoinHandle<()>,
     relay: JoinHandle<()>,
+    /// Hands the history over to another gateway as it stops.
+    history_writer: Option<JoinHandle<()>>,
     tasks: TaskTracker,
     provisioning: JoinHandle<Result<(), store::Refusal>>,
     client: async_nats::Client,
@@ -362,6 +372,11 @@ impl Parts {
         // streams end at `stop`.
         let _ = self.http_server.await;
         let _ = self.relay.await;
+        if let Some(writer) = self.history_writer
+            && tokio::time::timeout(NATS_GRACE, writer).await.is_err()
+        {
+            tracing::warn!("the history writer did not stop in time");
+        }
         // In-flight calls end on their own timeouts (store and forward), or at
         // the grace.
         self.tasks.close();

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use foldhash::HashMap;
 use metrics::{Counter, Histogram};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use dagnats_leases_wire::history::TenureEnd;
 
 /// Latency buckets in seconds: from a cached renew to a 30 s forward.
 const LATENCY_BUCKETS: &[f64] = &[
@@ -23,6 +25,16 @@ pub(crate) fn handle() -> PrometheusHandle {
             PrometheusBuilder::new()
                 .set_buckets(LATENCY_BUCKETS)
                 .expect("latency buckets are not empty")
+                .set_buckets_for_metric(
+                    Matcher::Full("dagnats_tenure_duration_seconds".into()),
+                    TENURE_BUCKETS,
+                )
+                .expect("tenure buckets are not empty")
+                .set_buckets_for_metric(
+                    Matcher::Full("dagnats_acquire_wait_seconds".into()),
+                    WAIT_BUCKETS,
+                )
+                .expect("wait buckets are not empty")
                 .install_recorder()
                 .expect("the metrics recorder is installed once per process")
         })
@@ -56,6 +68,7 @@ pub(crate) enum Op {
     Forward,
     Transfer,
     List,
+    History,
     /// HTTP only: `DELETE /v1/leases/{key}`.
     Revoke,
     /// HTTP only: the change-event stream.
@@ -82,6 +95,7 @@ impl Op {
             Op::Revoke => "revoke",
             Op::Transfer => "transfer",
             Op::List => "list",
+            Op::History => "history",
             Op::Events => "events",
             Op::Recent => "recent",
             Op::Cluster => "cluster",
@@ -240,6 +254,65 @@ impl Drop for SseClient {
     }
 }
 
+/// Buckets of the tenure durations, in seconds: from a one-second tenure
+/// to the history's week.
+const TENURE_BUCKETS: &[f64] = &[
+    1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3_600.0, 14_400.0, 86_400.0, 604_800.0,
+];
+
+/// Buckets of a waiting acquire's wait, in seconds: from a grant on the
+/// first try to a ten-minute lease waited out.
+const WAIT_BUCKETS: &[f64] = &[
+    0.0, 0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 15.0, 30.0, 60.0, 300.0, 600.0,
+];
+
+/// Counts one tenure the history recorded as ended (docs/protocol.md,
+/// Tenure history), by how it ended, and how long it lasted.
+pub(crate) fn tenure_ended(end: TenureEnd, lasted: Duration) {
+    metrics::counter!("dagnats_tenures_ended_total", "end" => end.as_str()).increment(1);
+    metrics::histogram!("dagnats_tenure_duration_seconds").record(lasted.as_secs_f64());
+}
+
+/// Bound on distinct `prefix` labels; the rest count as `other`.
+const PREFIXES: usize = 1_000;
+
+/// Counts one hand-over of `key` (a tenure of another holder than the
+/// key's last) under its prefix: the key up to its last `-`, so a shard
+/// group's shards, or a service's leader keys, add up.
+pub(crate) fn handover(key: &str) {
+    static SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let prefix = key.rsplit_once('-').map_or(key, |(prefix, _)| prefix);
+    let mut seen = SEEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let label = if seen.contains(prefix) || seen.len() < PREFIXES {
+        seen.insert(prefix.to_string());
+        prefix.to_string()
+    } else {
+        "other".to_string()
+    };
+    metrics::counter!("dagnats_handovers_total", "prefix" => label).increment(1);
+}
+
+/// Shows whether `key` flaps now, and how many keys do.
+pub(crate) fn key_flapping(key: &str, flapping: bool, keys: usize) {
+    metrics::gauge!("dagnats_key_flapping", "key" => key.to_string()).set(if flapping {
+        1.0
+    } else {
+        0.0
+    });
+    metrics::gauge!("dagnats_flapping_keys").set(keys as f64);
+}
+
+/// Counts one acquire answered `granted: false`.
+pub(crate) fn acquire_not_granted() {
+    metrics::counter!("dagnats_acquires_not_granted_total").increment(1);
+}
+
+/// Records how long a waiting acquire's holder had waited when the key
+/// was granted (its `Dagnats-Lease-Waited-Ms`).
+pub(crate) fn acquire_waited(waited: Duration) {
+    metrics::histogram!("dagnats_acquire_wait_seconds").record(waited.as_secs_f64());
+}
+
 #[cfg(test)]
 mod tests {
     use super::Op;
@@ -254,6 +327,7 @@ mod tests {
             Op::Forward,
             Op::Revoke,
             Op::List,
+            Op::History,
             Op::Events,
             Op::Recent,
             Op::Ops,

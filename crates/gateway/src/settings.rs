@@ -19,6 +19,13 @@ pub(crate) struct HttpSettings {
     pub(crate) sse_buffer: usize,
 }
 
+/// What the tenure history keeps (docs/protocol.md, Tenure history).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HistorySettings {
+    /// How long its records are kept; zero turns the history off.
+    pub(crate) max_age: Duration,
+}
+
 /// What the bucket must look like.
 #[derive(Debug, Clone)]
 pub(crate) struct BucketSettings {

@@ -37,6 +37,7 @@ const GATEWAY_ENV: &[&str] = &[
     "DAGNATS_SHUTDOWN_GRACE_MS",
     "DAGNATS_PUBLISHES_IN_FLIGHT",
     "DAGNATS_POLICY",
+    "DAGNATS_HISTORY_MAX_AGE",
 ];
 
 /// How to start the gateway: a program and the arguments before `serve`'s

@@ -60,6 +60,9 @@ impl LeaseCore {
                             }
                             let granted = record.holder == req.holder.as_str()
                                 && caller.owns(record.principal.as_deref());
+                            if !granted {
+                                crate::metrics::acquire_not_granted();
+                            }
                             return Ok(Grant { granted, lease });
                         }
                         Some(Entry::Free { seq, .. }) => seq,
@@ -87,6 +90,22 @@ impl LeaseCore {
             Err(contention(key))
         })
         .await
+    }
+
+    /// [`acquire`](Self::acquire) as one try of a wait for the key that
+    /// began `waited` ago, when the caller says so: a grant counts how long
+    /// its holder waited (docs/protocol.md, Tenure history).
+    pub(crate) async fn acquire_waited(
+        &self,
+        req: AcquireRequest,
+        caller: &Caller,
+        waited: Option<Duration>,
+    ) -> Result<Grant, LeaseError> {
+        let grant = self.acquire(req, caller).await?;
+        if let (true, Some(waited)) = (grant.granted, waited) {
+            crate::metrics::acquire_waited(waited);
+        }
+        Ok(grant)
     }
 
     /// Waits for the server to expire the overdue record at `seq` (its

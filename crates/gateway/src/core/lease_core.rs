@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::error::LeaseError;
 pub(crate) use super::known::Tenancy;
 use super::known::{Known, KnownRevisions};
-use super::ports::{Availability, OwnerHop, Records};
+use super::ports::{Availability, OwnerHop, Records, TenureLog};
 use super::written::WrittenRecords;
 use dagnats_leases_wire::record::LeaseRecord;
 use dagnats_leases_wire::reply::Lease;
@@ -24,6 +24,8 @@ pub(crate) struct LeaseCore {
     inbox: Arc<dyn OwnerHop>,
     pub(super) known: Arc<KnownRevisions>,
     pub(super) written: Arc<WrittenRecords>,
+    /// The tenure history; `None` while it is off.
+    tenures: Option<Arc<dyn TenureLog>>,
 }
 
 impl LeaseCore {
@@ -34,7 +36,21 @@ impl LeaseCore {
             inbox,
             known: Arc::default(),
             written: Arc::default(),
+            tenures: None,
         }
+    }
+
+    /// This core, reading the tenure history through `tenures`.
+    pub(crate) fn with_history(self, tenures: Arc<dyn TenureLog>) -> Self {
+        LeaseCore {
+            tenures: Some(tenures),
+            ..self
+        }
+    }
+
+    /// The tenure history, unless it is off.
+    pub(super) fn tenure_log(&self) -> Option<&dyn TenureLog> {
+        self.tenures.as_deref()
     }
 
     /// Whether calls can be served now: `Ok`, or the error every call
@@ -66,6 +82,17 @@ impl LeaseCore {
                 self.known.remember(key, known)
             }
             None => self.known.freed(key, revision),
+        }
+    }
+
+    /// Whether the tenure history, when on, records every change from now
+    /// on: a gateway is ready only then (docs/protocol.md, Tenure history).
+    pub(crate) fn history_ready(&self) -> Result<(), LeaseError> {
+        match self.tenure_log().map(|log| log.provisioned()) {
+            Some(Err(reason)) => Err(LeaseError::Unavailable(format!(
+                "the tenure history is not provisioned yet: {reason}"
+            ))),
+            _ => Ok(()),
         }
     }
 

@@ -2,16 +2,16 @@
 //!
 //! Fronts decode a request into a wire request type (which can only hold
 //! valid input), call [`LeaseCore`], and encode the reply or the
-//! [`LeaseError`]. The core reaches the bucket and the owner hop only
-//! through the seams it owns in [`ports`] (`Records`, `OwnerHop`), so its
-//! decisions have unit tests over in-memory fakes (`fakes.rs`, `tests.rs`,
-//! `forward/tests.rs`).
+//! [`LeaseError`]. The core reaches the bucket, the owner hop and the
+//! tenure history only through the seams it owns in [`ports`] (`Records`,
+//! `OwnerHop`, `TenureLog`), so its decisions have unit tests over
+//! in-memory fakes (`fakes.rs`, `tests.rs`, `forward/tests.rs`).
 //!
 //! One file per operation (`acquire`, `renew`, `release`, `revoke`,
-//! `owner`, `transfer`, `list`, `forward`); the fencing rules that renew,
-//! release and transfer share in `fencing`; whose tenure a caller may act
-//! on, under a policy, in `caller`; the record reads and writes
-//! and what the core learns from them in `records`, `known` and `written`;
+//! `owner`, `transfer`, `list`, `forward`, `history`); the fencing rules
+//! that renew, release and transfer share in `fencing`; whose tenure a
+//! caller may act on, under a policy, in `caller`; the record reads and
+//! writes and what the core learns from them in `records`, `known` and `written`;
 //! store failures become wire errors in `store_errors`, once.
 
 mod acquire;
@@ -22,6 +22,7 @@ mod error;
 mod fakes;
 mod fencing;
 mod forward;
+mod history;
 mod known;
 mod lease_core;
 mod list;

@@ -17,6 +17,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use time::OffsetDateTime;
 
+use dagnats_leases_wire::history::{HistoryRequest, Tenure};
 use dagnats_leases_wire::record::{Entry, WriteEvent};
 
 /// The bucket of lease records, as the core uses it.
@@ -122,6 +123,22 @@ pub(crate) struct Write {
     /// (renew, transfer) is not sent once this passes while it waits to
     /// be: [`StoreError::TooLate`], and nothing was written.
     pub(crate) send_by: Option<OffsetDateTime>,
+}
+
+/// The tenure history, as the core reads it (docs/protocol.md, Tenure
+/// history).
+pub(crate) trait TenureLog: Send + Sync {
+    /// Whether the history's stream and its consumer of the bucket exist:
+    /// from then on no change goes unrecorded (until then, a change
+    /// replaced before the consumer existed would be); `Err` says why not.
+    fn provisioned(&self) -> Result<(), String>;
+
+    /// The tenures `req` may want, each as its latest record says: at
+    /// least every one it wants (the core keeps those and pages them).
+    fn candidates<'a>(
+        &'a self,
+        req: &'a HistoryRequest,
+    ) -> BoxFuture<'a, Result<Vec<Tenure>, String>>;
 }
 
 /// Forward's one request to the holder's inbox, fenced at its revision.

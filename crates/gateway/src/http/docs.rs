@@ -14,7 +14,7 @@ use serde_json::Value;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use super::{AppState, cluster, events, forward, leases, ops};
+use super::{AppState, cluster, events, forward, history, leases, ops};
 
 /// The OpenAPI document of the HTTP front.
 #[derive(OpenApi)]
@@ -31,6 +31,8 @@ use super::{AppState, cluster, events, forward, leases, ops};
         leases::owner,
         leases::revoke,
         leases::list,
+        history::history,
+        history::key_history,
         forward::forward,
         events::events,
         events::recent,
@@ -51,6 +53,7 @@ use super::{AppState, cluster, events, forward, leases, ops};
     tags(
         (name = "leases", description = "Acquire, renew, release, transfer, owner and list"),
         (name = "forward", description = "Deliver a request to whoever holds a key"),
+        (name = "history", description = "Who held which key, from when to when, and how each tenure ended"),
         (name = "events", description = "Server-Sent Events of every change"),
         (name = "ops", description = "Health, readiness and metrics; no token needed"),
         (name = "cluster", description = "The NATS nodes, the bucket's stream leader and replicas, the live gateways"),

@@ -2,6 +2,8 @@
 //! query, content type or body gets the same `{"error", "kind"}` body as
 //! any other failure, and requests decode exactly as on NATS.
 
+use std::time::Duration;
+
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
@@ -54,6 +56,24 @@ pub fn query_field(value: Option<serde_json::Value>) -> serde_json::Value {
         Some(other) => other,
         None => serde_json::Value::Null,
     }
+}
+
+/// The header `name` as a whole number of milliseconds, if sent; any other
+/// value is `invalid`, as on NATS.
+pub(crate) fn header_ms(headers: &HeaderMap, name: &str) -> Result<Option<Duration>, ApiError> {
+    let Some(value) = headers.get(name) else {
+        return Ok(None);
+    };
+    let ms = value
+        .to_str()
+        .ok()
+        .and_then(|text| text.parse::<u64>().ok())
+        .ok_or_else(|| {
+            LeaseError::Invalid(format!(
+                "{name} must be a whole number of milliseconds, not {value:?}"
+            ))
+        })?;
+    Ok(Some(Duration::from_millis(ms)))
 }
 
 /// The whole request body, within the body limit.

@@ -2,17 +2,19 @@
 //! HTTP. The bodies are the NATS replies; the key comes from the path.
 
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::routing::{delete, get, post};
 use axum::{Extension, Json, Router, middleware};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::{AcquireFailures, ApiError, FencedFailures, ReadFailures, RevokeFailures};
-use super::extract::{KeyPath, LeaseJson, QueryOf, query_field};
+use super::extract::{KeyPath, LeaseJson, QueryOf, header_ms, query_field};
 use super::{AppState, auth};
 use crate::core::ListBounds;
 use crate::metrics::Op;
 use crate::policy::Access;
+use dagnats_leases_wire::names::HEADER_WAITED_MS;
 use dagnats_leases_wire::reply::{Grant, LeaseList, Owner, Released};
 use dagnats_leases_wire::request::{
     AcquireRequest, LeaseKey, ListRequest, OwnerRequest, ReleaseRequest, RenewRequest,
@@ -43,7 +45,10 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
 /// Acquire: grant the key if nobody holds it (`granted: false` names the
 /// holder); the holder asking again gets its lease back unchanged.
 #[utoipa::path(post, path = "/v1/leases/{key}/acquire", tag = "leases",
-    params(("key" = LeaseKey, Path, description = "The lease key")),
+    params(
+        ("key" = LeaseKey, Path, description = "The lease key"),
+        ("Dagnats-Lease-Waited-Ms" = Option<u64>, Header, description = "On each try of a wait for the key: milliseconds since the first try (0 on it), so a grant counts how long its holder waited"),
+    ),
     request_body(content = AcquireRequest, content_type = "application/json"),
     security((), ("bearer" = [])),
     responses(
@@ -53,10 +58,12 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
 pub(crate) async fn acquire(
     State(s): State<AppState>,
     Extension(access): Extension<Access>,
+    headers: HeaderMap,
     LeaseJson(req): LeaseJson<AcquireRequest>,
 ) -> Reply<Grant> {
     let caller = access.admit(Op::Acquire, req.key.as_str())?;
-    Ok(Json(s.core.acquire(req, &caller).await?))
+    let waited = header_ms(&headers, HEADER_WAITED_MS)?;
+    Ok(Json(s.core.acquire_waited(req, &caller, waited).await?))
 }
 
 /// Renew: extend the lease to `ttl_ms` from now, if you hold it at

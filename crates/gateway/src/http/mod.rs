@@ -4,7 +4,8 @@
 //! body with the status its kind owns.
 //!
 //! One module per resource, each exporting a router: [`leases`] (acquire,
-//! renew, release, transfer, owner, list), [`forward`], [`events`] (SSE), [`ops`]
+//! renew, release, transfer, owner, list), [`forward`], [`history`] (the
+//! tenure history), [`events`] (SSE), [`ops`]
 //! (health, readiness, metrics), [`cluster`] (nodes, stream, gateways), [`docs`] (OpenAPI and the reference page),
 //! [`dashboard`] (the bundled owner dashboard).
 //! [`auth`] and [`extract`] are shared.
@@ -17,6 +18,7 @@ pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod extract;
 pub(crate) mod forward;
+pub(crate) mod history;
 pub(crate) mod leases;
 pub(crate) mod ops;
 
@@ -78,6 +80,7 @@ pub(crate) fn app(state: AppState, settings: &HttpSettings) -> Router {
     let router = Router::new()
         .merge(leases::router(&state))
         .merge(forward::router(&state))
+        .merge(history::router(&state))
         .merge(events::router(&state))
         .merge(cluster::router(&state))
         .merge(ops::router())
@@ -176,6 +179,7 @@ fn op_of(route: Option<&str>, delete: bool) -> Op {
         Some("/v1/leases/{key}/release") => Op::Release,
         Some("/v1/leases/{key}/forward") => Op::Forward,
         Some("/v1/leases/{key}/transfer") => Op::Transfer,
+        Some("/v1/history" | "/v1/leases/{key}/history") => Op::History,
         Some("/v1/leases/{key}") if delete => Op::Revoke,
         Some("/v1/leases/{key}") => Op::Owner,
         Some("/v1/leases") => Op::List,

@@ -61,6 +61,7 @@ pub(crate) async fn readyz(State(s): State<AppState>) -> Result<Json<Status>, Ap
         LeaseError::Unsupported { .. } => ApiError::with_status(503, err),
         other => other.into(),
     })?;
+    s.core.history_ready()?;
     let stream = cluster::stream(&s.client).await;
     stream.record_metrics();
     if !stream.has_leader() {

@@ -24,15 +24,16 @@ use tokio_util::task::TaskTracker;
 use crate::core::{LeaseCore, LeaseError, ListBounds, ran_out};
 use crate::metrics::{self, Op};
 use crate::policy::{Access, Policy};
+use dagnats_leases_wire::history::HistoryRequest;
 use dagnats_leases_wire::kind::ErrorBody;
 use dagnats_leases_wire::names::{
     HEADER_REQUEST_INFO, HEADER_SERVICE_ERROR, HEADER_SERVICE_ERROR_CODE, HEADER_WAIT_MS,
-    QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE,
-    SUBJECT_RENEW, SUBJECT_TRANSFER,
+    HEADER_WAITED_MS, QUEUE_GROUP, SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_HISTORY, SUBJECT_LIST,
+    SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW, SUBJECT_TRANSFER,
 };
 use dagnats_leases_wire::request::{
-    AcquireRequest, ForwardRequest, Invalid, ListLimit, OwnerRequest, ReleaseRequest, RenewRequest,
-    TransferRequest, decode,
+    AcquireRequest, ForwardRequest, Invalid, LeaseKey, ListLimit, OwnerRequest, ReleaseRequest,
+    RenewRequest, TransferRequest, decode,
 };
 use dagnats_leases_wire::wait::{bounds, budget_for};
 use service::Instance;
@@ -43,7 +44,7 @@ const MAX_IN_FLIGHT: usize = 4_096;
 
 /// The lease operations this front serves, each on its subject: the one
 /// list the subscriptions and the service's INFO and STATS all read.
-pub(crate) const SUBJECTS: [(Op, &str); 7] = [
+pub(crate) const SUBJECTS: [(Op, &str); 8] = [
     (Op::Acquire, SUBJECT_ACQUIRE),
     (Op::Renew, SUBJECT_RENEW),
     (Op::Release, SUBJECT_RELEASE),
@@ -51,6 +52,7 @@ pub(crate) const SUBJECTS: [(Op, &str); 7] = [
     (Op::Forward, SUBJECT_FORWARD),
     (Op::List, SUBJECT_LIST),
     (Op::Transfer, SUBJECT_TRANSFER),
+    (Op::History, SUBJECT_HISTORY),
 ];
 
 /// One subject's subscription, and the operation it serves.
@@ -196,12 +198,13 @@ async fn answer(
         return;
     };
     let started = Instant::now();
-    let (body, failure) = match caller_wait(&msg) {
-        Ok(wait) => {
+    let (body, failure) = match caller_waits(&msg, op) {
+        Ok((wait, waited)) => {
             // A wait that does not bound the call would only arm a second
             // timer over the core's own budget, or none that matters.
             let wait = wait.filter(|wait| bounds(msg.subject.as_str(), *wait));
-            handle(client, served, op, &msg.payload, wait, give_up).await
+            let times = Times { wait, waited };
+            handle(client, served, op, &msg.payload, times, give_up).await
         }
         Err(invalid) => encode(Err::<(), _>(invalid)),
     };
@@ -244,14 +247,32 @@ fn service_error(failure: &ErrorBody) -> HeaderMap {
     headers
 }
 
-/// How long the caller still waits, if it said so in [`HEADER_WAIT_MS`].
-fn caller_wait(msg: &Message) -> Result<Option<Duration>, LeaseError> {
-    let Some(value) = msg.headers.as_ref().and_then(|h| h.get(HEADER_WAIT_MS)) else {
+/// What the caller says of its time: how long it still waits for this
+/// reply ([`HEADER_WAIT_MS`]), and, on an acquire, how long it has been
+/// trying to get the key ([`HEADER_WAITED_MS`]).
+struct Times {
+    wait: Option<Duration>,
+    waited: Option<Duration>,
+}
+
+/// The caller's [`HEADER_WAIT_MS`], and on an acquire its
+/// [`HEADER_WAITED_MS`], when it sent them.
+fn caller_waits(msg: &Message, op: Op) -> Result<(Option<Duration>, Option<Duration>), LeaseError> {
+    let waited = match op {
+        Op::Acquire => header_ms(msg, HEADER_WAITED_MS)?,
+        _ => None,
+    };
+    Ok((header_ms(msg, HEADER_WAIT_MS)?, waited))
+}
+
+/// The header `name` of `msg` as a whole number of milliseconds, if sent.
+fn header_ms(msg: &Message, name: &str) -> Result<Option<Duration>, LeaseError> {
+    let Some(value) = msg.headers.as_ref().and_then(|h| h.get(name)) else {
         return Ok(None);
     };
     let ms = value.as_str().parse::<u64>().map_err(|_| {
         LeaseError::Invalid(format!(
-            "{HEADER_WAIT_MS} must be a whole number of milliseconds, not {:?}",
+            "{name} must be a whole number of milliseconds, not {:?}",
             value.as_str()
         ))
     })?;
@@ -259,7 +280,7 @@ fn caller_wait(msg: &Message) -> Result<Option<Duration>, LeaseError> {
 }
 
 /// Runs one request: its reply body, and the error it answered if it
-/// failed; answers `unavailable` when a caller's `wait` that bounds the
+/// failed; answers `unavailable` when a caller's wait that bounds the
 /// call (less room for the way back) or the core's budget runs out first;
 /// stops it with `internal` when `give_up` fires first. A list reply
 /// holds 1000 leases unless asked otherwise, and never more than the
@@ -269,7 +290,7 @@ async fn handle(
     (core, access): (&LeaseCore, &Access),
     op: Op,
     body: &[u8],
-    wait: Option<Duration>,
+    Times { wait, waited }: Times,
     give_up: &CancellationToken,
 ) -> (Vec<u8>, Option<ErrorBody>) {
     // Only a list asks: the server info is cloned whole (1.7 k
@@ -283,7 +304,7 @@ async fn handle(
             Op::Acquire => {
                 call(body, |req: AcquireRequest| async move {
                     let caller = access.admit(op, req.key.as_str())?;
-                    core.acquire(req, &caller).await
+                    core.acquire_waited(req, &caller, waited).await
                 })
                 .await
             }
@@ -327,6 +348,13 @@ async fn handle(
                 call(body, |req: TransferRequest| async move {
                     let caller = access.admit_transfer(&req)?;
                     core.transfer(req, &caller).await
+                })
+                .await
+            }
+            Op::History => {
+                call(body, |req: HistoryRequest| async move {
+                    access.admit_read(op, req.key.as_ref().map(LeaseKey::as_str))?;
+                    core.history(req, &|key| access.reads(key)).await
                 })
                 .await
             }

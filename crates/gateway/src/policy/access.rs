@@ -67,6 +67,15 @@ impl Access {
         }
     }
 
+    /// Whether the caller may run `op`, a read of `key` if it names one
+    /// ([`Access::admit`]), else of every key ([`Access::admit_any_key`]).
+    pub(crate) fn admit_read(&self, op: Op, key: Option<&str>) -> Result<(), LeaseError> {
+        match key {
+            Some(key) => self.admit(op, key).map(drop),
+            None => self.admit_any_key(op),
+        }
+    }
+
     /// The caller of a transfer: [`Access::admit`], and, when the request
     /// names the principal of the new tenure, a principal that exists,
     /// named by the caller itself or by an admin on the key.

@@ -64,6 +64,7 @@ impl Right {
             Op::Revoke => Right::Admin,
             Op::Owner
             | Op::List
+            | Op::History
             | Op::Events
             | Op::Recent
             | Op::Cluster

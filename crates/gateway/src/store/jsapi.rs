@@ -20,7 +20,7 @@ use serde_json::Value;
 /// How long one JetStream request may take before the call answers
 /// `unavailable`; below a client's usual 5 s request timeout, so callers
 /// hear why rather than time out.
-pub(super) const TIMEOUT: Duration = Duration::from_secs(4);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(4);
 
 /// How long a look at the stream for the cluster view (`/v1/cluster`,
 /// `/readyz`, `/metrics`) may take: a probe hears of a stream without a
@@ -33,7 +33,7 @@ const VIEW_TIMEOUT: Duration = Duration::from_secs(2);
 const PULL_TIMEOUT: Duration = Duration::from_secs(TIMEOUT.as_secs() * 2);
 
 /// JetStream error codes (`err_code`) the store gives a meaning to.
-pub(super) mod code {
+pub(crate) mod code {
     /// A publish's expected last sequence was not the subject's.
     pub(crate) const WRONG_LAST_SEQUENCE: u64 = 10071;
     /// The same refusal from a replicated stream while an earlier write to
@@ -47,22 +47,34 @@ pub(super) mod code {
     pub(crate) const STREAM_NOT_FOUND: u64 = 10059;
     /// The JetStream cluster has no meta leader now: nothing was made.
     pub(crate) const CLUSTER_NOT_AVAILABLE: u64 = 10008;
+    /// The consumer does not exist.
+    pub(crate) const CONSUMER_NOT_FOUND: u64 = 10014;
 }
 
 /// What JetStream said it failed at, from a reply's `error` field.
 #[derive(Debug, Deserialize)]
-pub(super) struct ApiError {
+pub(crate) struct ApiError {
     #[serde(default)]
-    pub(super) code: u64,
+    pub(crate) code: u64,
     #[serde(default)]
-    pub(super) err_code: u64,
+    pub(crate) err_code: u64,
     #[serde(default)]
-    pub(super) description: String,
+    pub(crate) description: String,
+}
+
+/// The `error` a JetStream API reply carries, if any.
+pub(crate) fn api_error(reply: &Value) -> Option<ApiError> {
+    let error = reply.get("error")?;
+    Some(ApiError::deserialize(error).unwrap_or(ApiError {
+        code: 0,
+        err_code: 0,
+        description: error.to_string(),
+    }))
 }
 
 /// A request that got no usable answer.
 #[derive(Debug, Clone)]
-pub(super) enum Failure {
+pub(crate) enum Failure {
     /// Nothing listens on the subject.
     NoResponders,
     /// Not connected, timed out, or the request failed; why.
@@ -98,17 +110,17 @@ fn asked(subject: &str) -> &str {
 
 /// The JetStream requester; cheap to clone.
 #[derive(Clone)]
-pub(super) struct JetStream {
+pub(crate) struct JetStream {
     client: Client,
 }
 
 impl JetStream {
-    pub(super) fn new(client: Client) -> Self {
+    pub(crate) fn new(client: Client) -> Self {
         JetStream { client }
     }
 
     /// One request to `subject` and its reply body, within [`TIMEOUT`].
-    pub(super) async fn request(
+    pub(crate) async fn request(
         &self,
         subject: impl ToSubject,
         headers: HeaderMap,
@@ -164,7 +176,7 @@ impl JetStream {
 
     /// `$JS.API.<op>` with a JSON body, and its JSON reply (which may carry
     /// an `error`), within [`TIMEOUT`]; `Err` says why there was no reply.
-    pub(super) async fn api(&self, op: &str, body: &Value) -> Result<Value, String> {
+    pub(crate) async fn api(&self, op: &str, body: &Value) -> Result<Value, String> {
         self.api_within(op, body, TIMEOUT).await
     }
 
@@ -187,8 +199,56 @@ impl JetStream {
         serde_json::from_slice(&reply).map_err(|err| format!("JetStream reply: {err}"))
     }
 
+    /// A batched or multi-subject direct get (ADR-31, nats-server 2.11+)
+    /// from `stream`: the messages it answers with, in order, up to its
+    /// end of batch, within [`TIMEOUT`]; none when nothing matches.
+    pub(crate) async fn direct_batch(&self, stream: &str, body: &Value) -> Result<Batch, Failure> {
+        if self.client.connection_state() != State::Connected {
+            return Err(Failure::Failed("not connected to NATS".into()));
+        }
+        let inbox = self.client.new_inbox();
+        let mut replies = self
+            .client
+            .subscribe(inbox.clone())
+            .await
+            .map_err(|err| Failure::Failed(format!("NATS subscribe: {err}")))?;
+        let subject = api_subject(&format!("DIRECT.GET.{stream}"));
+        let payload = Bytes::from(serde_json::to_vec(body).expect("JSON serializes"));
+        self.client
+            .publish_with_reply(subject, inbox, payload)
+            .await
+            .map_err(|err| Failure::Failed(format!("NATS publish: {err}")))?;
+        let mut batch = Batch::default();
+        let read = async {
+            while let Some(message) = replies.next().await {
+                match message.status.map(|status| status.as_u16()) {
+                    None | Some(200) => batch.messages.push(message),
+                    Some(204) => {
+                        batch.more = header_number(&message, "Nats-Num-Pending");
+                        return Ok(());
+                    }
+                    Some(404) => return Ok(()),
+                    Some(503) => return Err(Failure::NoResponders),
+                    Some(status) => {
+                        let said = message.description.unwrap_or_default();
+                        return Err(Failure::Unexpected(format!(
+                            "DIRECT.GET.{stream} answered {status} {said}"
+                        )));
+                    }
+                }
+            }
+            Err(Failure::Failed(
+                "the direct get's subscription ended".into(),
+            ))
+        };
+        match tokio::time::timeout(TIMEOUT, read).await {
+            Err(_) => Err(Failure::timed_out("DIRECT.GET")),
+            Ok(done) => done.map(|()| batch),
+        }
+    }
+
     /// An inbox of its own for pulls from `consumer` of `stream`.
-    pub(super) async fn pulls(&self, stream: &str, consumer: &str) -> Result<Pulls, Failure> {
+    pub(crate) async fn pulls(&self, stream: &str, consumer: &str) -> Result<Pulls, Failure> {
         let inbox = Subject::from(self.client.new_inbox());
         let messages = self
             .client
@@ -206,7 +266,7 @@ impl JetStream {
 
 /// Pull requests to one consumer, and the messages and statuses they
 /// bring, on an inbox of their own.
-pub(super) struct Pulls {
+pub(crate) struct Pulls {
     client: Client,
     next: Subject,
     inbox: Subject,
@@ -215,7 +275,7 @@ pub(super) struct Pulls {
 
 impl Pulls {
     /// Asks for messages: `request` is a `CONSUMER.MSG.NEXT` body.
-    pub(super) async fn request(&self, request: &Value) -> Result<(), Failure> {
+    pub(crate) async fn request(&self, request: &Value) -> Result<(), Failure> {
         self.client
             .publish_with_reply(
                 self.next.clone(),
@@ -226,8 +286,17 @@ impl Pulls {
             .map_err(|err| Failure::Failed(format!("NATS publish: {err}")))
     }
 
+    /// Acknowledges a message a pull brought, by its reply subject; a lost
+    /// acknowledgement only has the server hand the message out again.
+    pub(crate) async fn ack(&self, reply: Subject) -> Result<(), Failure> {
+        self.client
+            .publish(reply, Bytes::from_static(b"+ACK"))
+            .await
+            .map_err(|err| Failure::Failed(format!("NATS publish: {err}")))
+    }
+
     /// The next message or status on the inbox, within [`PULL_TIMEOUT`].
-    pub(super) async fn next(&mut self) -> Result<Message, Failure> {
+    pub(crate) async fn next(&mut self) -> Result<Message, Failure> {
         match tokio::time::timeout(PULL_TIMEOUT, self.messages.next()).await {
             Err(_) => Err(Failure::Failed(format!(
                 "JetStream did not end a pull within {} ms",
@@ -239,10 +308,28 @@ impl Pulls {
     }
 }
 
+/// What a direct get answered: its messages, and how many more match
+/// past the last of them.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    pub(crate) messages: Vec<Message>,
+    pub(crate) more: u64,
+}
+
+/// A header of `message` read as a whole number (0 when absent).
+pub(crate) fn header_number(message: &Message, name: &str) -> u64 {
+    message
+        .headers
+        .as_ref()
+        .and_then(|headers| headers.get(name))
+        .and_then(|value| value.as_str().parse().ok())
+        .unwrap_or(0)
+}
+
 /// The subject of the JetStream API call `op` (e.g. `STREAM.INFO.KV_leases`);
 /// made once per call kind by a caller that repeats it, as cloning a
 /// [`Subject`] copies nothing.
-pub(super) fn api_subject(op: &str) -> Subject {
+pub(crate) fn api_subject(op: &str) -> Subject {
     Subject::from(format!("$JS.API.{op}"))
 }
 

@@ -9,14 +9,15 @@
 //! must not run on; retried). The store knows the core only through that seam
 //! (`core::ports`).
 //!
-//! `jsapi.rs` is the only module that talks to JetStream; `bucket.rs` is
-//! the only one that turns its answers into the core's [`StoreError`].
+//! `jsapi.rs` is the only module that talks to JetStream (the tenure
+//! history's `history` module reaches it through here too); `bucket.rs`
+//! is the only one that turns its answers into the core's [`StoreError`].
 
 mod bucket;
-mod jsapi;
+pub(crate) mod jsapi;
 mod provision;
 mod publisher;
-mod pull;
+pub(crate) mod pull;
 mod snapshot;
 mod turns;
 

@@ -123,23 +123,25 @@ impl ToTheEnd {
 /// read here rather than through async-nats' `jetstream::Message`, which
 /// costs a clone of a JetStream context per message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Delivery {
+pub(crate) struct Delivery {
     /// The message's sequence in the stream.
-    pub(super) stream_seq: u64,
+    pub(crate) stream_seq: u64,
     /// Its number among the consumer's deliveries, from 1.
-    pub(super) consumer_seq: u64,
+    pub(crate) consumer_seq: u64,
     /// When the stream stored it.
-    pub(super) stored_at: OffsetDateTime,
+    pub(crate) stored_at: OffsetDateTime,
+    /// Messages of the consumer still to deliver after it.
+    pub(crate) pending: u64,
 }
 
 impl Delivery {
     /// From `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer
     /// seq>.<nanos>.<pending>`, or the form with `<domain>.<account hash>`
     /// after `$JS.ACK` and any tokens after `<pending>`.
-    fn parse(reply: &str) -> Option<Delivery> {
-        // The first eight tokens after `$JS.ACK.` hold all of it in either
+    pub(crate) fn parse(reply: &str) -> Option<Delivery> {
+        // The first nine tokens after `$JS.ACK.` hold all of it in either
         // form; the count tells the forms apart.
-        let (mut tokens, mut count) = ([""; 8], 0);
+        let (mut tokens, mut count) = ([""; 9], 0);
         for token in reply.strip_prefix("$JS.ACK.")?.split('.') {
             if let Some(slot) = tokens.get_mut(count) {
                 *slot = token;
@@ -158,6 +160,7 @@ impl Delivery {
             stream_seq: number(1)?,
             consumer_seq: number(2)?,
             stored_at: OffsetDateTime::from_unix_timestamp_nanos(nanos).ok()?,
+            pending: number(4)?,
         })
     }
 }
@@ -196,6 +199,7 @@ mod tests {
             stream_seq: 100,
             consumer_seq: 7,
             stored_at: at,
+            pending: 42,
         });
         let short = format!("$JS.ACK.KV_leases.list.1.100.7.{nanos}.42");
         assert_eq!(Delivery::parse(&short), expected);

@@ -203,6 +203,7 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, Failure
                 stream_seq: seq,
                 consumer_seq: number,
                 stored_at,
+                ..
             } = delivery;
             // Without acks nothing is sent again: a message missing from the
             // run (the consumer's own sequence skips) would leave a key out.

@@ -15,6 +15,7 @@ mod dashboard;
 mod events;
 mod forward;
 mod gateway;
+mod history;
 mod http_cluster;
 mod http_docs;
 mod http_events;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The lease endpoints the NATS front serves, by name and subject.
-const ENDPOINTS: [(&str, &str); 7] = [
+const ENDPOINTS: [(&str, &str); 8] = [
     ("acquire", "api.leases.acquire"),
     ("renew", "api.leases.renew"),
     ("release", "api.leases.release"),
@@ -20,6 +20,7 @@ const ENDPOINTS: [(&str, &str); 7] = [
     ("forward", "api.leases.forward"),
     ("list", "api.leases.list"),
     ("transfer", "api.leases.transfer"),
+    ("history", "api.leases.history"),
 ];
 
 /// The names of an object's fields.
