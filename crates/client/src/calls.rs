@@ -11,10 +11,11 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use dagnats_leases_wire::history::{HistoryRequest, TenureHistory};
 use dagnats_leases_wire::kind::{ErrorBody, Kind};
 use dagnats_leases_wire::names::{
-    HEADER_WAIT_MS, SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE,
-    SUBJECT_RENEW, SUBJECT_TRANSFER,
+    HEADER_WAIT_MS, HEADER_WAITED_MS, SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_HISTORY,
+    SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW, SUBJECT_TRANSFER,
 };
 use dagnats_leases_wire::reply::{Forwarded, Grant, Lease, LeaseList, Owner, Released};
 use dagnats_leases_wire::request::{
@@ -148,12 +149,40 @@ impl LeaseClient {
     /// Takes `key` for `ttl` if nobody holds it; `granted: false` names the
     /// holder. Safe to retry: the holder asking again gets its lease back.
     pub async fn acquire(&self, k: &str, h: &str, t: Duration) -> Result<Grant, ClientError> {
+        self.acquire_with(k, h, t, None).await
+    }
+
+    /// [`acquire`](Self::acquire) as one try of a wait for the key that
+    /// began `waited` ago: the gateway counts, once it grants the key, how
+    /// long its holder waited for it (`Dagnats-Lease-Waited-Ms`).
+    pub async fn acquire_waited(
+        &self,
+        k: &str,
+        h: &str,
+        t: Duration,
+        waited: Duration,
+    ) -> Result<Grant, ClientError> {
+        self.acquire_with(k, h, t, Some(waited)).await
+    }
+
+    async fn acquire_with(
+        &self,
+        k: &str,
+        h: &str,
+        t: Duration,
+        waited: Option<Duration>,
+    ) -> Result<Grant, ClientError> {
         let req = AcquireRequest {
             key: key(k)?,
             holder: holder(h)?,
             ttl_ms: ttl(t)?,
         };
-        self.call(SUBJECT_ACQUIRE, &req, self.timeout).await
+        let body = Bytes::from(serde_json::to_vec(&req).expect("requests serialize"));
+        let waited = waited.map(|waited| waited.as_millis().to_string());
+        let reply = self
+            .send(SUBJECT_ACQUIRE, body, self.timeout, waited.as_deref())
+            .await?;
+        decode_reply(&reply)
     }
 
     /// Extends the lease held at `rev` to `t` from now; the reply carries
@@ -269,6 +298,23 @@ impl LeaseClient {
         }
     }
 
+    /// One page of the tenure history `req` asks for, newest first; pass
+    /// its `next` back as `req.before` for the page after it.
+    ///
+    /// ```no_run
+    /// # async fn demo(leases: dagnats_leases_client::LeaseClient) -> Result<(), Box<dyn std::error::Error>> {
+    /// use dagnats_leases_client::wire::history::HistoryRequest;
+    /// use dagnats_leases_client::wire::request::decode;
+    /// let req: HistoryRequest = decode(br#"{"key": "notify-leader", "limit": 10}"#)?;
+    /// for tenure in leases.history(&req).await?.tenures {
+    ///     println!("{} from {} ({:?})", tenure.holder, tenure.acquired_at, tenure.end);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn history(&self, req: &HistoryRequest) -> Result<TenureHistory, ClientError> {
+        self.call(SUBJECT_HISTORY, req, self.timeout).await
+    }
+
     /// Sends `payload` to whoever holds `key`; `timeout` bounds the call.
     pub async fn forward(
         &self,
@@ -292,7 +338,7 @@ impl LeaseClient {
     /// the reply body as the gateway wrote it, error replies included.
     /// For tools that relay JSON rather than typed values.
     pub async fn request(&self, subject: &str, body: Bytes) -> Result<Bytes, ClientError> {
-        self.send(subject, body, self.timeout).await
+        self.send(subject, body, self.timeout, None).await
     }
 
     async fn call<Req: Serialize, Rep: DeserializeOwned>(
@@ -302,19 +348,22 @@ impl LeaseClient {
         timeout: Duration,
     ) -> Result<Rep, ClientError> {
         let body = Bytes::from(serde_json::to_vec(req).expect("requests serialize"));
-        decode_reply(&self.send(subject, body, timeout).await?)
+        decode_reply(&self.send(subject, body, timeout, None).await?)
     }
 
     /// Sends `body`, and again at each of [`Resend`]'s times that passes
     /// with no reply; the first reply wins. A copy tells the gateway how
     /// long it is still waited for (`Dagnats-Lease-Wait-Ms`) where that
-    /// bounds the call ([`wait::bounds`]). A failure (no gateway, the
-    /// connection gone) is the answer only when no other copy is in flight.
+    /// bounds the call ([`wait::bounds`]), and every copy carries
+    /// `waited` (milliseconds) as `Dagnats-Lease-Waited-Ms` when given. A
+    /// failure (no gateway, the connection gone) is the answer only when
+    /// no other copy is in flight.
     async fn send(
         &self,
         subject: &str,
         body: Bytes,
         timeout: Duration,
+        waited: Option<&str>,
     ) -> Result<Bytes, ClientError> {
         let start = Instant::now();
         let deadline = start + timeout;
@@ -325,9 +374,15 @@ impl LeaseClient {
                 .timeout(Some(left));
             // A copy sent late asks for an answer within what is left,
             // where that bounds the call.
-            if wait::bounds(subject, left) {
+            let bounded = wait::bounds(subject, left);
+            if bounded || waited.is_some() {
                 let mut headers = async_nats::HeaderMap::new();
-                headers.insert(HEADER_WAIT_MS, left.as_millis().to_string().as_str());
+                if bounded {
+                    headers.insert(HEADER_WAIT_MS, left.as_millis().to_string().as_str());
+                }
+                if let Some(waited) = waited {
+                    headers.insert(HEADER_WAITED_MS, waited);
+                }
                 request = request.headers(headers);
             }
             self.nats.send_request(subject.to_string(), request)
@@ -389,7 +444,9 @@ enum Resend {
 
 impl Resend {
     fn of(subject: &str) -> Self {
-        if KEY_CALL_SUBJECTS.contains(&subject) || subject == SUBJECT_LIST {
+        if KEY_CALL_SUBJECTS.contains(&subject)
+            || [SUBJECT_LIST, SUBJECT_HISTORY].contains(&subject)
+        {
             Resend::AtHalfAndThreeQuarters
         } else {
             Resend::Never
@@ -451,7 +508,10 @@ mod tests {
     fn every_call_but_forward_is_copied_at_half_and_three_quarters_of_its_timeout() {
         let timeout = Duration::from_secs(4);
         let at = [Duration::from_secs(2), Duration::from_secs(3)];
-        for subject in KEY_CALL_SUBJECTS.into_iter().chain([SUBJECT_LIST]) {
+        for subject in KEY_CALL_SUBJECTS
+            .into_iter()
+            .chain([SUBJECT_LIST, SUBJECT_HISTORY])
+        {
             assert_eq!(Resend::of(subject).copies(timeout), at, "{subject}");
         }
         assert!(Resend::of(SUBJECT_FORWARD).copies(timeout).is_empty());

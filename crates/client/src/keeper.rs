@@ -307,6 +307,8 @@ impl Task {
         }
         let mut retry = RETRY_MIN;
         let mut transferred: Option<u64> = None;
+        // When this wait for the key began: each try says how long ago.
+        let mut waiting_since: Option<Instant> = None;
         loop {
             // Subscribed before the acquire, so a release that lands while
             // the acquire is in flight still wakes us.
@@ -315,11 +317,21 @@ impl Task {
             // A transfer named us: renewing at its fence is the request our
             // entitlement counts from; otherwise, acquire.
             let taking_over = transferred.take();
+            let waited = self
+                .opts
+                .wait
+                .then(|| started - *waiting_since.get_or_insert(started));
             let (client, opts) = (&self.client, &self.opts);
             let call = async {
-                match taking_over {
-                    Some(fence) => client.renew(&opts.key, &opts.holder, fence, opts.ttl).await,
-                    None => client.acquire(&opts.key, &opts.holder, opts.ttl).await,
+                match (taking_over, waited) {
+                    (Some(fence), _) => {
+                        client.renew(&opts.key, &opts.holder, fence, opts.ttl).await
+                    }
+                    (None, Some(waited)) => {
+                        let (key, holder) = (&opts.key, &opts.holder);
+                        client.acquire_waited(key, holder, opts.ttl, waited).await
+                    }
+                    (None, None) => client.acquire(&opts.key, &opts.holder, opts.ttl).await,
                 }
             };
             let grant = tokio::select! {
@@ -333,6 +345,7 @@ impl Task {
                 }) if entitled_until(started, &lease) > Instant::now() => {
                     drop(changes.take());
                     retry = RETRY_MIN;
+                    waiting_since = None;
                     let tenure = taking_over.unwrap_or(lease.revision);
                     match self.hold(started, tenure, lease).await {
                         Ended::Stopped => return,
