@@ -14,7 +14,12 @@
 //!   writes, i.e. an acknowledged write was lost and its sequence reused
 //!   (the revision is the stream sequence, unique across keys);
 //! - (e) [`Kind::StaleForward`]: a forwarded request processed by a holder
-//!   that was not entitled, or under a fence below its tenure's start.
+//!   that was not entitled, or under a fence below its tenure's start;
+//! - (f) [`Kind::HistoryContradicts`] ([`check_tenures`]): the tenure
+//!   history read after the run records a tenure twice, two tenures of a
+//!   key overlapping, a tenure of another holder than the one granted it,
+//!   a tenure at a revision that started none (a renew's or a release's),
+//!   or leaves out the tenure that holds a key at the end.
 //!
 //! Entitlement is the conservative rule a holder follows: it starts when
 //! the granting reply arrives and runs until the granting request's start
@@ -110,6 +115,7 @@ pub enum Kind {
     StaleRead,
     LostWrite,
     StaleForward,
+    HistoryContradicts,
 }
 
 /// One violation, with a sentence naming the operations involved.
@@ -486,6 +492,85 @@ fn forwards_are_fenced(key: &str, ops: &[&Op], entitled: &[Entitled]) -> Vec<Vio
                 key: key.into(),
                 detail: format!("{op:?} while entitled as {during:?}"),
             });
+        }
+    }
+    violations
+}
+
+/// One tenure as the history recorded it (docs/protocol.md, Tenure
+/// history): `end_revision` is `None` while it lasts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    pub key: String,
+    pub holder: String,
+    pub tenure: u64,
+    pub end_revision: Option<u64>,
+}
+
+/// (f): the tenures `recorded` against the operations of `history` and
+/// the leases `held` at the end (key, holder, revision), read once the
+/// history caught up. A tenure the history may miss (docs/protocol.md,
+/// Tenure history: one begun and ended while its writer was behind) is
+/// never required; the one holding a key at the end always is.
+pub fn check_tenures(
+    history: &[Op],
+    recorded: &[Recorded],
+    held: &[(String, String, u64)],
+) -> Vec<Violation> {
+    let mut violations = Vec::new();
+    let mut flag = |key: &str, detail: String| {
+        violations.push(Violation {
+            kind: Kind::HistoryContradicts,
+            key: key.into(),
+            detail,
+        })
+    };
+    let mut by_key: HashMap<&str, Vec<&Recorded>> = HashMap::new();
+    for tenure in recorded {
+        by_key.entry(tenure.key.as_str()).or_default().push(tenure);
+    }
+    for (key, tenures) in &mut by_key {
+        tenures.sort_by_key(|t| t.tenure);
+        for pair in tenures.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            if a.tenure == b.tenure {
+                flag(key, format!("recorded twice: {a:?} and {b:?}"));
+            } else if a.end_revision.is_none_or(|end| end > b.tenure) {
+                flag(key, format!("{a:?} overlaps {b:?}"));
+            }
+        }
+    }
+    let refs: Vec<&Op> = history.iter().collect();
+    let writes = acknowledged_writes(&refs);
+    for tenure in recorded {
+        for w in writes
+            .iter()
+            .filter(|w| w.op.key == tenure.key && w.revision == tenure.tenure)
+        {
+            let started = matches!(&w.op.call, Call::Acquire { .. } | Call::Transfer { .. });
+            if !started {
+                flag(
+                    &tenure.key,
+                    format!("{tenure:?} starts at the revision of {:?}", w.op),
+                );
+            } else if w.holder != tenure.holder {
+                flag(
+                    &tenure.key,
+                    format!("{tenure:?} was granted to {} by {:?}", w.holder, w.op),
+                );
+            }
+        }
+    }
+    for (key, holder, revision) in held {
+        let open = by_key.get(key.as_str()).and_then(|tenures| tenures.last());
+        let found = open.is_some_and(|t| {
+            t.holder == *holder && t.tenure <= *revision && t.end_revision.is_none()
+        });
+        if !found {
+            flag(
+                key,
+                format!("{holder} holds it at {revision} at the end, the history says {open:?}"),
+            );
         }
     }
     violations

@@ -10,7 +10,7 @@ use std::fmt::Write;
 use super::checker::{Call, Kind, Op, Violation};
 use super::history_file::{FaultSpan, op_name, outcome_class};
 
-/// The five properties the report gives a verdict on.
+/// The six properties the report gives a verdict on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Property {
     FencesIncrease,
@@ -18,15 +18,17 @@ pub enum Property {
     ReadsSeeWrites,
     NoWriteLost,
     NoStaleForward,
+    HistoryAgrees,
 }
 
 impl Property {
-    pub const ALL: [Property; 5] = [
+    pub const ALL: [Property; 6] = [
         Property::FencesIncrease,
         Property::OneEntitledHolder,
         Property::ReadsSeeWrites,
         Property::NoWriteLost,
         Property::NoStaleForward,
+        Property::HistoryAgrees,
     ];
 
     pub fn title(self) -> &'static str {
@@ -36,6 +38,7 @@ impl Property {
             Property::ReadsSeeWrites => "reads see acknowledged writes",
             Property::NoWriteLost => "no acknowledged write lost",
             Property::NoStaleForward => "forward never processed by a stale tenure",
+            Property::HistoryAgrees => "the tenure history agrees with the run",
         }
     }
 
@@ -47,6 +50,7 @@ impl Property {
             Kind::StaleRead => Property::ReadsSeeWrites,
             Kind::LostWrite => Property::NoWriteLost,
             Kind::StaleForward => Property::NoStaleForward,
+            Kind::HistoryContradicts => Property::HistoryAgrees,
         }
     }
 
@@ -63,7 +67,10 @@ impl Property {
                 | Call::Transfer { .. }
         );
         match self {
-            Property::FencesIncrease | Property::OneEntitledHolder | Property::NoWriteLost => write,
+            Property::FencesIncrease
+            | Property::OneEntitledHolder
+            | Property::NoWriteLost
+            | Property::HistoryAgrees => write,
             Property::ReadsSeeWrites => write || matches!(op.call, Call::Owner { .. }),
             Property::NoStaleForward => write || matches!(op.call, Call::Processed { .. }),
         }

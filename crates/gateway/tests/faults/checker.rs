@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::common;
-use crate::common::checker::{Call, Kind, Op, Outcome, check};
+use crate::common::checker::{Call, Kind, Op, Outcome, Recorded, check, check_tenures};
 
 const TTL: Duration = Duration::from_secs(3);
 
@@ -475,4 +475,95 @@ mod shard_groups {
         let b = member("b", vec![line(2000, &[(4, 7)])], &[]);
         assert_eq!(kinds(&[a, b]), vec![Kind::FenceWentBack]);
     }
+}
+
+fn recorded(key: &str, holder: &str, tenure: u64, end: Option<u64>) -> Recorded {
+    Recorded {
+        key: key.into(),
+        holder: holder.into(),
+        tenure,
+        end_revision: end,
+    }
+}
+
+/// a acquires k at 1, renews at 2, hands it to b at 3; b holds it at the end.
+fn tenures_ops() -> Vec<Op> {
+    vec![
+        at("k", 0, 10, acquire("a", granted(1))),
+        at("k", 20, 30, renew("a", 1, granted(2))),
+        at("k", 40, 50, transfer("a", 2, "b", granted(3))),
+    ]
+}
+
+fn tenure_kinds(recorded: &[Recorded]) -> Vec<String> {
+    let held = [("k".to_string(), "b".to_string(), 3)];
+    check_tenures(&tenures_ops(), recorded, &held)
+        .iter()
+        .map(|v| format!("{:?}: {}", v.kind, v.detail))
+        .collect()
+}
+
+#[test]
+fn a_history_that_agrees_with_the_run_has_no_violation() {
+    let clean = [recorded("k", "a", 1, Some(3)), recorded("k", "b", 3, None)];
+    assert_eq!(tenure_kinds(&clean), Vec::<String>::new());
+    let first_missed = [recorded("k", "b", 3, None)];
+    assert_eq!(
+        tenure_kinds(&first_missed),
+        Vec::<String>::new(),
+        "a tenure the history may miss"
+    );
+}
+
+#[test]
+fn a_tenure_recorded_twice_is_caught() {
+    let twice = [
+        recorded("k", "a", 1, Some(3)),
+        recorded("k", "a", 1, Some(3)),
+        recorded("k", "b", 3, None),
+    ];
+    let found = tenure_kinds(&twice);
+    assert!(
+        found.len() == 1 && found[0].contains("recorded twice"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn two_tenures_of_a_key_overlapping_are_caught() {
+    let overlapping = [recorded("k", "a", 1, None), recorded("k", "b", 3, None)];
+    let found = tenure_kinds(&overlapping);
+    assert!(
+        found.len() == 1 && found[0].contains("overlaps"),
+        "{found:?}"
+    );
+    let ends_late = [recorded("k", "a", 1, Some(4)), recorded("k", "b", 3, None)];
+    assert_eq!(tenure_kinds(&ends_late).len(), 1);
+}
+
+#[test]
+fn a_tenure_of_another_holder_or_at_a_renews_revision_is_caught() {
+    let wrong_holder = [recorded("k", "c", 1, Some(3)), recorded("k", "b", 3, None)];
+    let found = tenure_kinds(&wrong_holder);
+    assert!(
+        found.len() == 1 && found[0].contains("granted to a"),
+        "{found:?}"
+    );
+    let at_a_renew = [recorded("k", "a", 2, Some(3)), recorded("k", "b", 3, None)];
+    let found = tenure_kinds(&at_a_renew);
+    assert!(
+        found.len() == 1 && found[0].contains("starts at the revision"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_history_without_the_tenure_that_holds_the_key_at_the_end_is_caught() {
+    let missing = [recorded("k", "a", 1, Some(3))];
+    let found = tenure_kinds(&missing);
+    assert!(
+        found.len() == 1 && found[0].contains("holds it at 3"),
+        "{found:?}"
+    );
+    assert!(found[0].starts_with("HistoryContradicts"), "{found:?}");
 }
