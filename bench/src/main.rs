@@ -16,6 +16,7 @@ mod etcd_ops;
 mod floor;
 mod front;
 mod gateway_ops;
+mod history_cost;
 mod http_ops;
 mod layout;
 mod measure;
@@ -119,6 +120,11 @@ enum Mode {
         #[arg(long, value_enum, default_value_t = front::FrontsOn::Any)]
         fronts_on: front::FrontsOn,
     },
+    /// What the tenure history costs: acquire, release and renew, latency
+    /// and throughput, with the history on and off side by side on two
+    /// single nodes, in interleaved rounds; the figures as a table, and as
+    /// JSON beside `--out` (`history.json`).
+    History,
 }
 
 /// What `probe` measures.
@@ -242,6 +248,17 @@ fn main() {
                 };
                 println!("{json}");
             }
+        }),
+        Some(Mode::History) => runtime().block_on(async {
+            let cost = history_cost::measure(&Params::new(cli.smoke)).await;
+            println!("{}", cost.markdown());
+            let out = cli.out.with_file_name("history.json");
+            if let Some(dir) = out.parent() {
+                std::fs::create_dir_all(dir).expect("output dir");
+            }
+            std::fs::write(&out, serde_json::to_vec_pretty(&cost).expect("JSON"))
+                .expect("write results");
+            eprintln!("figures written to {}", out.display());
         }),
         None => runtime().block_on(measure(cli)),
     }
