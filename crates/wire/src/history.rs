@@ -220,7 +220,7 @@ pub struct HistoryRequest {
     #[cfg_attr(feature = "openapi", param(value_type = Option<String>, format = DateTime))]
     pub until: Option<Instant>,
     /// The `next` of the previous page.
-    #[cfg_attr(feature = "openapi", param(value_type = Option<String>, pattern = "^[0-9]+$"))]
+    #[cfg_attr(feature = "openapi", param(value_type = Option<String>, pattern = "^[0-9]{1,19}$"))]
     pub before: Option<Cursor>,
     /// At most this many tenures (1 to 1000; default 100).
     #[cfg_attr(feature = "openapi", param(value_type = Option<u64>, minimum = 1, maximum = 1000))]
