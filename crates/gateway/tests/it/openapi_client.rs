@@ -190,6 +190,8 @@ const FORWARD: (&str, &str) = ("post", "/v1/leases/{key}/forward");
 const EVENTS: (&str, &str) = ("get", "/v1/events");
 const RECENT: (&str, &str) = ("get", "/v1/events/recent");
 const CLUSTER: (&str, &str) = ("get", "/v1/cluster");
+const HISTORY: (&str, &str) = ("get", "/v1/history");
+const KEY_HISTORY: (&str, &str) = ("get", "/v1/leases/{key}/history");
 const HEALTHZ: (&str, &str) = ("get", "/healthz");
 const READYZ: (&str, &str) = ("get", "/readyz");
 const METRICS: (&str, &str) = ("get", "/metrics");
@@ -278,6 +280,8 @@ async fn a_typescript_client_generated_from_the_document_type_checks_against_eve
         .header("Last-Event-ID", "0");
     seen.first_event(events).await;
     seen.on(&http, RECENT, ("", "", &NONE), 200).await;
+    seen.on(&http, HISTORY, ("", "", &NONE), 200).await;
+    seen.on(&http, KEY_HISTORY, ("k", "", &NONE), 200).await;
     seen.on(&http, CLUSTER, ("", "", &NONE), 200).await;
     seen.on(&http, HEALTHZ, ("", "", &NONE), 200).await;
     seen.on(&http, READYZ, ("", "", &NONE), 200).await;
@@ -292,6 +296,10 @@ async fn a_typescript_client_generated_from_the_document_type_checks_against_eve
     seen.expect(LIST, http.request(Method::GET, "/v1/leases?limit=0"), 400)
         .await;
     seen.expect(EVENTS, http.request(Method::GET, "/v1/events?key=a.b"), 400)
+        .await;
+    let history = http.request(Method::GET, "/v1/history?limit=0");
+    seen.expect(HISTORY, history, 400).await;
+    seen.on(&http, KEY_HISTORY, ("not.a.key", "", &NONE), 400)
         .await;
 
     // 409: a renew, release or transfer at a stale fence is lost; a forward
@@ -354,9 +362,10 @@ async fn a_typescript_client_generated_from_the_document_type_checks_against_eve
     )
     .await;
     let guarded = Http::of(&guarded).await;
-    for operation in ON_A_LEASE
-        .into_iter()
-        .chain([LIST, EVENTS, RECENT, CLUSTER])
+    for operation in
+        ON_A_LEASE
+            .into_iter()
+            .chain([LIST, EVENTS, RECENT, CLUSTER, HISTORY, KEY_HISTORY])
     {
         seen.on(&guarded, operation, ("k", "h", &fence), 401).await;
     }
@@ -366,6 +375,9 @@ async fn a_typescript_client_generated_from_the_document_type_checks_against_eve
     }
     let events = stranger.request(Method::GET, "/v1/events?key=k");
     seen.expect(EVENTS, events, 403).await;
+    seen.on(&stranger, KEY_HISTORY, ("k", "", &NONE), 403).await;
+    let history = stranger.request(Method::GET, "/v1/history?key=k");
+    seen.expect(HISTORY, history, 403).await;
 
     // 501 unsupported: a server older than 2.11; 503 unavailable: one
     // without JetStream.
@@ -383,7 +395,8 @@ async fn a_typescript_client_generated_from_the_document_type_checks_against_eve
             .await
             .expect("the gateway says what it found");
         let http = Http::of(&gateway).await;
-        for operation in ON_A_LEASE.into_iter().chain([LIST, EVENTS, RECENT]) {
+        let reads = [LIST, EVENTS, RECENT, HISTORY, KEY_HISTORY];
+        for operation in ON_A_LEASE.into_iter().chain(reads) {
             seen.on(&http, operation, ("k", "h", &json!(1)), status)
                 .await;
         }
