@@ -61,7 +61,9 @@ export type Ownership =
   | {
       /** Not the owner: never acquired, lost, released, handed off or run out. */
       readonly owner: false;
+      /** No fence to write with. */
       readonly fence: null;
+      /** No tenure. */
       readonly tenure: null;
     };
 

@@ -47,6 +47,15 @@ export async function within<T>(timeoutMs: number, what: string, promise: Promis
   }
 }
 
+/** Resolves once the monotonic clock reads `at` (ms, as `performance.now()`). */
+export async function clockAt(at: number): Promise<void> {
+  await eventually(() => performance.now() >= at, {
+    timeoutMs: Math.max(0, at - performance.now()) + 1_000,
+    what: () => `the clock at ${at}`,
+    everyMs: 1,
+  });
+}
+
 /** A key no other test uses. */
 export function uniqueKey(prefix: string): string {
   return `${prefix}-${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
