@@ -29,8 +29,8 @@ pub async fn the_deadline_counts_from_the_start_of_the_granting_request_not_its_
 
 /// A keeper owns a key on a gateway of the scenario's own, with what the
 /// server sends the driver delayed by `reply_delay` if given; the gateway
-/// is paused right after a renewal; `fence()` must be null from the bound
-/// of the deadline on.
+/// is paused right after it answered a renewal; `fence()` must be null
+/// from the bound of the deadline on.
 async fn null_from_the_deadline(ctx: &Ctx, reply_delay: Option<Duration>) {
     let world = ctx.own_world().await;
     let proxy = match reply_delay {
@@ -45,6 +45,8 @@ async fn null_from_the_deadline(ctx: &Ctx, reply_delay: Option<Duration>) {
     let ttl = ctx.spec.ms("ttl_ms");
     let requests = Tap::start(&world.client, LEASE_SUBJECTS).await;
     let changes = Tap::start(&world.client, &change_subject(&key)).await;
+    // The gateway's replies, on their way to the driver's inbox.
+    let replies = Tap::start(&world.client, "_INBOX.>").await;
     if let (Some(proxy), Some(delay)) = (&proxy, reply_delay) {
         proxy.delay(delay);
         ctx.note(format!(
@@ -53,7 +55,20 @@ async fn null_from_the_deadline(ctx: &Ctx, reply_delay: Option<Duration>) {
     }
     d.keeper_start("k", &key, &holder, ttl, false).await;
     d.ownership_from(0, "k", true, ttl * 5).await;
-    changes.change_from(0, ChangeKind::Renewed, ttl * 2).await;
+    let (_, renewed) = changes.change_from(0, ChangeKind::Renewed, ttl * 2).await;
+    // Paused once that renewal's reply has left the gateway: the keeper
+    // gets it (late, through the proxy) and its next renew meets the pause.
+    let granted = |msg: &async_nats::Message| {
+        let body: serde_json::Value = serde_json::from_slice(&msg.payload).unwrap_or_default();
+        body["granted"] == true && body["key"] == key && body["revision"] == renewed.revision
+    };
+    let replied = replies.seen.first_from(0, ttl, granted).await;
+    replied.unwrap_or_else(|| {
+        panic!(
+            "no reply to the renewal at {} within {ttl:?}",
+            renewed.revision
+        )
+    });
     world.signal_gateway("STOP", &ctx.transcript);
     // Every write the gateway made before the pause, and its request, has
     // reached the runner.
@@ -96,7 +111,14 @@ async fn null_from_the_deadline(ctx: &Ctx, reply_delay: Option<Duration>) {
         (None, None),
         "fence() and tenure() after the deadline"
     );
-    d.ownership_from(0, "k", false, ctx.spec.ms("reported_within_ms"))
+    let (lost_at, _) = d
+        .ownership_from(0, "k", false, ctx.spec.ms("reported_within_ms"))
         .await;
+    let late = lost_at.saturating_duration_since(deadline).as_secs_f64();
+    let early = deadline.saturating_duration_since(lost_at).as_secs_f64();
+    ctx.figure_ms(
+        "loss reported after the deadline's bound",
+        (late - early) * 1000.0,
+    );
     world.signal_gateway("CONT", &ctx.transcript);
 }
