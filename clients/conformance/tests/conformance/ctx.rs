@@ -11,6 +11,7 @@ use dagnats_leases_testkit::Log;
 use crate::driver::{Driver, Start};
 use crate::library::Library;
 use crate::scenario_file::Spec;
+use crate::timings::Timings;
 use crate::transcript::Transcript;
 use crate::world::{Bare, World};
 
@@ -49,14 +50,23 @@ pub struct Ctx {
     /// Makes this scenario's names its own across the run.
     prefix: String,
     shared: Arc<Shared>,
+    timings: Arc<Timings>,
     pub transcript: Transcript,
     /// Each driver started: its label, stderr and stray stdout lines.
     drivers: Mutex<Vec<Started>>,
 }
 
 impl Ctx {
-    pub fn new(library: Library, spec: Spec, index: usize, run: &str, shared: Arc<Shared>) -> Ctx {
+    pub fn new(
+        library: Library,
+        spec: Spec,
+        index: usize,
+        run: &str,
+        shared: Arc<Shared>,
+        timings: Arc<Timings>,
+    ) -> Ctx {
         Ctx {
+            timings,
             prefix: format!("{run}-{}-{index:02}", library.name()),
             library,
             spec,
@@ -116,6 +126,18 @@ impl Ctx {
             strays: driver.strays.clone(),
         });
         driver
+    }
+
+    /// A figure the scenario measured (`what` took `took`), printed with
+    /// every library's at the end of the run.
+    pub fn figure(&self, what: &str, took: Duration) {
+        self.figure_ms(what, took.as_secs_f64() * 1000.0);
+    }
+
+    /// [`figure`](Self::figure) in milliseconds, which may be negative.
+    pub fn figure_ms(&self, what: &str, ms: f64) {
+        self.note(format!("{what}: {ms:.1} ms"));
+        self.timings.figure(&self.spec.name, what, self.library, ms);
     }
 
     /// Notes what the runner does or saw, in the transcript.

@@ -16,7 +16,7 @@
 //!   `proxy`: a proxy that delays what the server sends a driver.
 //! - `recorder`, `transcript`: what was seen, and when.
 //! - `library`: the four libraries and their driver commands.
-//! - `timings`: each library's share of the run.
+//! - `timings`: each library's share of the run, and measured figures.
 
 mod ctx;
 mod driver;
@@ -105,7 +105,15 @@ impl Job {
             let name = &self.spec.name;
             return Err(format!("{name} is in scenarios.toml but has no implementation").into());
         };
-        let ctx = Ctx::new(self.library, self.spec, self.index, &self.run, self.shared);
+        let timings = self.timings.clone();
+        let ctx = Ctx::new(
+            self.library,
+            self.spec,
+            self.index,
+            &self.run,
+            self.shared,
+            timings,
+        );
         let ctx = Arc::new(ctx);
         let started = tokio::time::Instant::now();
         let outcome = self.runtime.block_on(async {

@@ -48,7 +48,7 @@ pub async fn the_keeper_renews_about_every_third_of_its_ttl(ctx: &Ctx) {
     );
     for pair in writes[..=renewals].windows(2) {
         let every = pair[1].0 - pair[0].0;
-        ctx.note(format!("renewed at {} after {every:?}", pair[1].1.revision));
+        ctx.figure("renewal after the write before it", every);
         assert!(
             (min..=max).contains(&every),
             "a renewal {every:?} after the write before it, not within {min:?} to {max:?}: {writes:?}"
@@ -100,6 +100,7 @@ pub async fn fence_is_null_at_once_when_a_renew_is_lost(ctx: &Ctx) {
     let (lost_at, _) = d.ownership_from(events_from, "k", false, ttl).await;
     let within = ctx.spec.ms("lost_within_ms");
     let after = lost_at.saturating_duration_since(renewed_at);
+    ctx.figure("loss reported after the renew answered lost", after);
     assert!(
         after <= within,
         "not owner only {after:?} after the renew answered lost was sent"
@@ -130,13 +131,16 @@ pub async fn a_paused_holder_reports_null_before_it_renews_again(ctx: &Ctx) {
     assert_eq!(taken["granted"], true, "{taken}");
     let events_from = d.events.len();
     d.signal("CONT");
+    let resumed_at = tokio::time::Instant::now();
     assert_eq!(
         d.keeper_state("k").await,
         (None, None),
         "fence() and tenure() right after the pause"
     );
-    d.ownership_from(events_from, "k", false, ctx.spec.ms("reported_within_ms"))
+    let (lost_at, _) = d
+        .ownership_from(events_from, "k", false, ctx.spec.ms("reported_within_ms"))
         .await;
+    ctx.figure("loss reported after SIGCONT", lost_at - resumed_at);
     let owned_again = d
         .events
         .all()

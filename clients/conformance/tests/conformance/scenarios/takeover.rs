@@ -85,7 +85,7 @@ impl Contest {
 
     /// Keeper `a` stops (releasing); keeper `b` must own the key within
     /// `within` of the release. The release's revision and `b`'s tenure.
-    async fn release_and_take_over(&self, within: Duration) -> (u64, u64) {
+    async fn release_and_take_over(&self, ctx: &Ctx, within: Duration) -> (u64, u64) {
         let stop = json!({"op": "keeper.stop", "keeper": "a"});
         self.holding.ok(stop).await;
         let released = self
@@ -94,6 +94,7 @@ impl Contest {
         let (released_at, released) = released.await;
         let (owned_at, tenure) = self.b_owns(within + OWNER_WITHIN).await;
         let after = owned_at.saturating_duration_since(released_at);
+        ctx.figure("takeover after the release", after);
         assert!(
             after <= within,
             "b took over {after:?} after the release, not within {within:?}"
@@ -121,7 +122,7 @@ pub async fn a_waiting_keeper_takes_over_within_1s_of_a_release(ctx: &Ctx) {
     assert_eq!(err.kind, "timeout", "{err:?}");
     assert_names_no_owner(&err);
     let within = ctx.spec.ms("takeover_within_ms");
-    let (released, tenure) = c.release_and_take_over(within).await;
+    let (released, tenure) = c.release_and_take_over(ctx, within).await;
     assert!(
         tenure > released,
         "b's tenure {tenure} after the release at {released}"
@@ -144,6 +145,7 @@ pub async fn a_waiting_keeper_takes_over_within_ttl_plus_1s_of_the_holder_being_
     let within = ttl + ctx.spec.ms("takeover_within_ms");
     let (owned_at, tenure) = c.b_owns(within + OWNER_WITHIN).await;
     let after = owned_at - killed_at;
+    ctx.figure("takeover after SIGKILL", after);
     assert!(
         after <= within,
         "b took over {after:?} after a's process was killed, not within {within:?}"
@@ -182,7 +184,7 @@ pub async fn a_waiting_keeper_is_woken_by_change_events_not_polling(ctx: &Ctx) {
         asked.len()
     );
     // And it is woken: the release brings it in at once.
-    c.release_and_take_over(ctx.spec.ms("takeover_within_ms"))
+    c.release_and_take_over(ctx, ctx.spec.ms("takeover_within_ms"))
         .await;
 }
 
@@ -205,6 +207,7 @@ pub async fn a_hand_off_gives_the_waiting_keeper_the_transferred_fence_with_no_f
     let (owned_at, tenure) = c.b_owns(within + OWNER_WITHIN).await;
     assert_eq!(tenure, fence, "b's tenure is the hand-off's revision");
     let after = owned_at.saturating_duration_since(handed_at);
+    ctx.figure("takeover after the hand-off's answer", after);
     assert!(
         after <= within,
         "b took over {after:?} after the hand-off, not within {within:?}"
