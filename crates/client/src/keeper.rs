@@ -203,6 +203,32 @@ impl LeaseKeeper {
         self.state.borrow().clone()
     }
 
+    /// The fence to send with a write now, or `None` when this process may
+    /// not act as owner now (checked against the clock on every call).
+    pub fn fence(&self) -> Option<u64> {
+        self.state.borrow().fence()
+    }
+
+    /// The tenure's first revision, or `None` when not the owner now.
+    pub fn tenure(&self) -> Option<u64> {
+        self.state.borrow().tenure()
+    }
+
+    /// Waits until this keeper owns the lease and returns the fence; `lost`
+    /// if the keeper stopped first (not waiting, or shut down). Bound it
+    /// with `tokio::time::timeout`.
+    pub async fn wait_owner(&self) -> Result<u64, ClientError> {
+        let mut state = self.state.clone();
+        loop {
+            if let Some(fence) = state.borrow_and_update().fence() {
+                return Ok(fence);
+            }
+            if state.changed().await.is_err() {
+                return Err(not_the_owner());
+            }
+        }
+    }
+
     /// Hands the lease over to `to` and stops: ownership turns to
     /// [`Ownership::NotOwner`] first, then one transfer at the current fence
     /// makes `to` the holder (a keeper of `to` waiting for the key takes it
@@ -321,22 +347,32 @@ impl Task {
                 .opts
                 .wait
                 .then(|| started - *waiting_since.get_or_insert(started));
-            let (client, opts) = (&self.client, &self.opts);
-            let call = async {
-                match (taking_over, waited) {
-                    (Some(fence), _) => {
-                        client.renew(&opts.key, &opts.holder, fence, opts.ttl).await
+            let grant = {
+                let (client, opts) = (&self.client, &self.opts);
+                let call = async {
+                    match (taking_over, waited) {
+                        (Some(fence), _) => {
+                            client.renew(&opts.key, &opts.holder, fence, opts.ttl).await
+                        }
+                        (None, Some(waited)) => {
+                            let (key, holder) = (&opts.key, &opts.holder);
+                            client.acquire_waited(key, holder, opts.ttl, waited).await
+                        }
+                        (None, None) => client.acquire(&opts.key, &opts.holder, opts.ttl).await,
                     }
-                    (None, Some(waited)) => {
-                        let (key, holder) = (&opts.key, &opts.holder);
-                        client.acquire_waited(key, holder, opts.ttl, waited).await
+                };
+                tokio::pin!(call);
+                tokio::select! {
+                    () = self.stop.cancelled() => {
+                        // What the call in flight is granted is released,
+                        // not left held until its TTL.
+                        if let Ok(Grant { granted: true, lease }) = call.await {
+                            self.release(lease.revision).await;
+                        }
+                        return;
                     }
-                    (None, None) => client.acquire(&opts.key, &opts.holder, opts.ttl).await,
+                    grant = &mut call => grant,
                 }
-            };
-            let grant = tokio::select! {
-                () = self.stop.cancelled() => return,
-                grant = call => grant,
             };
             let wait_for = match grant {
                 Ok(Grant {
@@ -422,10 +458,16 @@ impl Task {
             }
             let started = Instant::now();
             let (client, opts) = (&self.client, &self.opts);
+            let renew = client.renew(&opts.key, &opts.holder, fence, opts.ttl);
+            tokio::pin!(renew);
             let renewed = tokio::select! {
-                () = self.stop.cancelled() => return self.release(fence).await,
+                () = self.stop.cancelled() => {
+                    // Released at the fence the renew in flight lands at.
+                    let fence = renew.await.map_or(fence, |grant| grant.lease.revision);
+                    return self.release(fence).await;
+                }
                 () = sleep_until(until) => return self.lose("no renewal landed before the lease ran out"),
-                renewed = client.renew(&opts.key, &opts.holder, fence, opts.ttl) => renewed,
+                renewed = &mut renew => renewed,
             };
             match renewed {
                 Ok(grant) => {

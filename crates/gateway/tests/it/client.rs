@@ -540,3 +540,81 @@ async fn a_keeper_started_holding_a_grant_owns_at_once_from_that_request_and_ren
         "released on shutdown: {owner:?}"
     );
 }
+
+#[tokio::test]
+async fn fence_tenure_and_wait_owner_follow_the_keepers_ownership() {
+    let s = Setup::start().await;
+    let leases = LeaseClient::new(s.client.clone());
+    let a = keeper(&leases, "k", "a", 3, true);
+    let fence = tokio::time::timeout(Duration::from_secs(5), a.wait_owner())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((a.fence(), a.tenure()), (Some(fence), Some(fence)));
+    let b = keeper(&leases, "k", "b", 3, false);
+    let err = tokio::time::timeout(Duration::from_secs(5), b.wait_owner())
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(err.is_lost(), "a keeper that will not wait stops: {err:?}");
+    assert_eq!((b.fence(), b.tenure()), (None, None));
+    a.shutdown().await;
+}
+
+/// The README's Rust example, as written there (rustfmt would rewrap it).
+#[rustfmt::skip]
+#[tokio::test]
+async fn the_readmes_rust_example_runs_as_written() -> Result<(), Box<dyn std::error::Error>> {
+    let s = Setup::start().await;
+    let readme = include_str!("../../../../README.md");
+    let block = readme
+        .split("Rust, [`crates/client`]")
+        .nth(1)
+        .and_then(|rest| rest.split("```rust\n").nth(1))
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README's Rust example");
+    let this = include_str!("client.rs");
+    for line in block.lines() {
+        let line = line.replace("\"nats://127.0.0.1:4222\"", "&s.server.url");
+        assert!(this.contains(&line), "the test runs the README's line {line:?}");
+    }
+    let client = LeaseClient::new(async_nats::connect(&s.server.url).await?);
+    let opts = KeeperOptions { key: "notify-leader".into(), holder: "notify-7f3a".into(), ttl: Duration::from_secs(15), wait: true };
+    let keeper = LeaseKeeper::start(client, opts);
+    let fence = keeper.wait_owner().await?; // before each write: keeper.fence(); None: stop acting as owner
+    println!("leading at fence {fence}"); keeper.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_keeper_shut_down_while_its_acquire_is_in_flight_releases_what_it_was_granted() {
+    use futures::StreamExt;
+
+    let s = Setup::start().await;
+    let leases = LeaseClient::new(s.client.clone());
+    let mut acquires = s.client.subscribe("api.leases.acquire").await.unwrap();
+    s.client.flush().await.unwrap();
+    let signal = |name: &str| {
+        let sent = std::process::Command::new("kill")
+            .args([name, &s.gateway.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    };
+    signal("-STOP");
+    let k = keeper(&leases, "k", "a", 60, false);
+    tokio::time::timeout(Duration::from_secs(10), acquires.next())
+        .await
+        .expect("the acquire is in flight");
+    let stopping = tokio::spawn(k.shutdown());
+    signal("-CONT");
+    tokio::time::timeout(Duration::from_secs(10), stopping)
+        .await
+        .expect("the keeper stops once its acquire is answered")
+        .unwrap();
+    let owner = leases.owner("k").await.unwrap();
+    assert!(
+        matches!(owner, Owner::Free(_)),
+        "released, not held for its 60 s TTL: {owner:?}"
+    );
+}
