@@ -31,7 +31,8 @@ impl Library {
 
     /// The driver's program and arguments, as agreed with each library.
     pub fn driver_command(self) -> (PathBuf, Vec<PathBuf>) {
-        let repo = dagnats_leases_testkit::workspace_root();
+        let root = dagnats_leases_testkit::workspace_root();
+        let repo = std::fs::canonicalize(&root).unwrap_or(root);
         match self {
             Library::Rust => (env!("CARGO_BIN_EXE_conformance-driver").into(), vec![]),
             Library::Python => (
