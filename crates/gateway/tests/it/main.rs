@@ -12,6 +12,7 @@ mod cli;
 mod client;
 mod cluster;
 mod dashboard;
+mod docs;
 mod events;
 mod forward;
 mod gateway;
