@@ -21,6 +21,8 @@
 //! `cargo test --release --test faults a_long_fault_run -- --ignored --nocapture`
 //! (`FAULT_RUN_SECS`, default 300, and `FAULT_RUN_SEED` to vary it;
 //! `FAULT_RUN_PAUSE_LEADER=0` pauses followers only;
+//! `FAULT_RUN_POLICY=1` runs the gateways with a policy, as the short run
+//! always does (docs/protocol.md, Authorization);
 //! `FAULT_RUN_STEADY_KEYS`, default 24, the keys with a holder each;
 //! `FAULT_RUN_UNWATCHED_KEYS`, default 2000, the leases taken once, which
 //! hold for 600 s, the longest TTL).
@@ -114,6 +116,22 @@ struct Plan {
     /// `--nats-listed-only`: one gateway per node, none moving), instead
     /// of given every node's URL.
     pinned: bool,
+    /// A policy file the gateways load ([`FAULT_RUN_POLICY`]), if any.
+    policy: Option<tempfile::TempPath>,
+}
+
+/// The policy of a run with one: every client of the run is in the
+/// gateways' own account, so its `local` principal, with `hold` and not
+/// `admin`, so every renew, release and transfer passes the tenure check
+/// and every record names the principal.
+const FAULT_RUN_POLICY: &str =
+    "[[principal]]\nname = \"fault-run\"\nlocal = true\nprefixes = [\"\"]\nrights = [\"hold\"]\n";
+
+/// A policy file holding [`FAULT_RUN_POLICY`], removed when dropped.
+fn fault_run_policy() -> tempfile::TempPath {
+    let file = tempfile::NamedTempFile::new().expect("a temp file");
+    std::fs::write(file.path(), FAULT_RUN_POLICY).expect("the policy is written");
+    file.into_temp_path()
 }
 
 impl Plan {
@@ -124,8 +142,11 @@ impl Plan {
     }
 
     /// The URLs and arguments gateway `index` is started with.
-    fn gateway_setup(&self, cluster: &Cluster, index: usize) -> (String, Vec<&'static str>) {
+    fn gateway_setup(&self, cluster: &Cluster, index: usize) -> (String, Vec<&str>) {
         let (urls, mut args) = (cluster.urls(), GATEWAY_ARGS.to_vec());
+        if let Some(policy) = self.policy.as_ref().and_then(|path| path.to_str()) {
+            args.extend(["--policy", policy]);
+        }
         if !self.pinned {
             return (urls, args);
         }
@@ -1341,6 +1362,7 @@ async fn setting(
         ("duration", secs(plan.length)),
         ("leader pauses", plan.pause_leader.to_string()),
         ("gateways pinned to one node each", plan.pinned.to_string()),
+        ("policy", plan.policy.is_some().to_string()),
     ];
     let clients = vec![
         ("keys", plan.keys),
@@ -1695,6 +1717,7 @@ async fn a_short_fault_run_finds_no_violation() {
         gateways: 2,
         pause_leader: true,
         pinned: false,
+        policy: Some(fault_run_policy()),
     };
     assert_eq!(fault_run(plan).await, 0);
 }
@@ -1720,6 +1743,7 @@ async fn a_long_fault_run_finds_no_violation() {
         gateways: 3,
         pause_leader: env("FAULT_RUN_PAUSE_LEADER", 1) == 1,
         pinned: env("FAULT_RUN_PINNED_GATEWAYS", 1) == 1,
+        policy: (env("FAULT_RUN_POLICY", 0) == 1).then(fault_run_policy),
     };
     assert_eq!(fault_run(plan).await, 0);
 }
