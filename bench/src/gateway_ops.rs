@@ -68,26 +68,7 @@ pub async fn sequential_ops(leases: &LeaseClient, n: u64) -> Sequential<Op> {
         })
     };
 
-    let held = leases
-        .acquire("renew-me", "bench", TTL)
-        .await
-        .expect("acquire");
-    let renew = {
-        let (leases, fence) = (
-            leases.clone(),
-            Arc::new(AtomicU64::new(held.lease.revision)),
-        );
-        op(move |_| {
-            let (leases, fence) = (leases.clone(), fence.clone());
-            async move {
-                let grant = leases
-                    .renew("renew-me", "bench", fence.load(Ordering::Relaxed), TTL)
-                    .await
-                    .expect("renew");
-                fence.store(grant.lease.revision, Ordering::Relaxed);
-            }
-        })
-    };
+    let renew = renewing(leases, "renew-me").await;
 
     let owner = {
         let leases = leases.clone();
@@ -164,24 +145,47 @@ pub async fn sequential_latencies(leases: &LeaseClient, n: u64, rounds: u64) -> 
 /// client.
 pub const THROUGHPUT_KEYS: &str = "tp-";
 
+/// Renews of `key`, acquired here, one after another.
+pub async fn renewing(leases: &LeaseClient, key: &str) -> Op {
+    let held = leases.acquire(key, "bench", TTL).await.expect("acquire");
+    let (leases, key) = (leases.clone(), Arc::new(key.to_string()));
+    let fence = Arc::new(AtomicU64::new(held.lease.revision));
+    op(move |_| {
+        let (leases, key, fence) = (leases.clone(), key.clone(), fence.clone());
+        async move {
+            let grant = leases
+                .renew(&key, "bench", fence.load(Ordering::Relaxed), TTL)
+                .await
+                .expect("renew");
+            fence.store(grant.lease.revision, Ordering::Relaxed);
+        }
+    })
+}
+
 /// Renews by `clients` concurrent holders, one key each, acquired here.
 pub async fn renews(leases: &LeaseClient, clients: u64) -> Op {
+    renews_under(leases, THROUGHPUT_KEYS, clients).await
+}
+
+/// [`renews`] of keys under `prefix`.
+pub async fn renews_under(leases: &LeaseClient, prefix: &str, clients: u64) -> Op {
     let mut fences = Vec::new();
     for c in 0..clients {
         let grant = leases
-            .acquire(&format!("{THROUGHPUT_KEYS}{c}"), "bench", TTL)
+            .acquire(&format!("{prefix}{c}"), "bench", TTL)
             .await
             .expect("acquire");
         fences.push(AtomicU64::new(grant.lease.revision));
     }
     let (leases, fences) = (leases.clone(), Arc::new(fences));
+    let prefix = Arc::new(prefix.to_string());
     op(move |c| {
-        let (leases, fences) = (leases.clone(), fences.clone());
+        let (leases, fences, prefix) = (leases.clone(), fences.clone(), prefix.clone());
         async move {
             let slot = &fences[c as usize];
             let fence = slot.load(Ordering::Relaxed);
             let grant = leases
-                .renew(&format!("{THROUGHPUT_KEYS}{c}"), "bench", fence, TTL)
+                .renew(&format!("{prefix}{c}"), "bench", fence, TTL)
                 .await
                 .expect("renew");
             slot.store(grant.lease.revision, Ordering::Relaxed);

@@ -8,6 +8,7 @@
 //! cargo run --release -p dagnats-leases-bench                         # both layouts
 //! cargo run --release -p dagnats-leases-bench -- --layout production  # one of them
 //! cargo run -p dagnats-leases-bench -- --smoke                        # seconds; what CI runs
+//! cargo run --release -p dagnats-leases-bench -- policy --runs 3      # what a policy costs
 //! ```
 //!
 //! It prints markdown tables and writes the figures as JSON (`--out`).
@@ -21,6 +22,7 @@ mod http_ops;
 mod layout;
 mod measure;
 mod pinned;
+mod policy;
 mod probe;
 mod procs;
 mod report;
@@ -125,6 +127,19 @@ enum Mode {
     /// single nodes, in interleaved rounds; the figures as a table, and as
     /// JSON beside `--out` (`history.json`).
     History,
+    /// What a loaded policy costs a call: renew latency and throughput of
+    /// a gateway with the policy of docs/operations.md and one without,
+    /// single node, through a tenant account, in interleaved rounds
+    /// (`policy.rs`). One JSON line per run.
+    Policy {
+        /// How many runs.
+        #[arg(long, default_value_t = 1)]
+        runs: u64,
+        /// An earlier `dagnats-leases` binary, measured without a policy
+        /// beside this build.
+        #[arg(long)]
+        baseline: Option<PathBuf>,
+    },
 }
 
 /// What `probe` measures.
@@ -259,6 +274,14 @@ fn main() {
             std::fs::write(&out, serde_json::to_vec_pretty(&cost).expect("JSON"))
                 .expect("write results");
             eprintln!("figures written to {}", out.display());
+        }),
+        Some(Mode::Policy { runs, baseline }) => runtime().block_on(async {
+            let params = Params::new(cli.smoke);
+            for run in 1..=runs {
+                eprintln!("policy cost, run {run} of {runs} ...");
+                let found = policy::run(&procs::program(), baseline.clone(), &params).await;
+                println!("{}", serde_json::to_string(&found).expect("JSON"));
+            }
         }),
         None => runtime().block_on(measure(cli)),
     }

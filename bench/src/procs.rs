@@ -73,16 +73,21 @@ pub async fn nats_server(sync_always: bool) -> NatsServer {
 /// With `DAGNATS_LEASES_BIN` set, that `dagnats-leases` binary instead: an
 /// earlier build, to measure against this one.
 pub async fn gateway(nats_urls: &str, args: &[&str]) -> Gateway {
-    let program = match std::env::var_os("DAGNATS_LEASES_BIN") {
+    let gateway = Gateway::spawn_program(&program(), nats_urls, args, &[]);
+    gateway.wait_ready(Duration::from_secs(30)).await;
+    gateway
+}
+
+/// The gateway program [`gateway`] runs: this binary in gateway mode, or
+/// the `dagnats-leases` binary `DAGNATS_LEASES_BIN` names.
+pub fn program() -> Program {
+    match std::env::var_os("DAGNATS_LEASES_BIN") {
         Some(_) => Program::serve(),
         None => Program {
             path: std::env::current_exe().expect("own path"),
             args: vec!["gateway".into()],
         },
-    };
-    let gateway = Gateway::spawn_program(&program, nats_urls, args, &[]);
-    gateway.wait_ready(Duration::from_secs(30)).await;
-    gateway
+    }
 }
 
 /// An etcd cluster: its members (killed on drop) and their client URLs.

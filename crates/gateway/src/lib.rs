@@ -16,6 +16,10 @@
 //!   `OwnerHop`; the retry rule around it lives in the core.
 //! - `events`: the one change-event subscription per gateway, each change
 //!   handed to the event-stream clients whose filter wants it.
+//! - `policy`: authorization (docs/protocol.md, Authorization): the policy
+//!   file's principals, and what one request's caller may do, which both
+//!   fronts check before they call the core; `tenant_events` republishes
+//!   change events to the tenant accounts that may read them.
 //! - `nats`: the NATS front, `api.leases.*` in queue group `dagnats-leases`;
 //!   it decodes, calls the core, encodes; and the gateway as an instance of
 //!   the NATS service `dagnats-api` (`$SRV.PING`, `INFO`, `STATS`).

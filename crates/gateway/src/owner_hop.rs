@@ -1,5 +1,7 @@
 //! The owner hop of forward: one NATS request to
-//! `dagnats.lease.inbox.<holder>.<key>` with the fence in a header.
+//! `dagnats.lease.inbox.<holder>.<key>` with the fence in a header, or, for
+//! a tenure of a tenant account's principal under a policy, to that
+//! account's inbox as the gateways' account imports it.
 //!
 //! It only reports what happened, as the core's [`HopOutcome`]; the retry
 //! rule lives in the core.
