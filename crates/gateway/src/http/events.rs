@@ -68,10 +68,7 @@ pub(crate) async fn events(
     QueryOf(query): QueryOf<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    match &query.key {
-        Some(key) => access.admit(Op::Events, key.as_str()).map(drop)?,
-        None => access.admit_any_key(Op::Events)?,
-    }
+    access.admit_read(Op::Events, query.key.as_ref().map(LeaseKey::as_str))?;
     s.core.ready()?;
     let after = last_event_id(&headers)?;
     let filter = Filter {

@@ -93,3 +93,21 @@ async fn a_policy_file_that_cannot_be_read_stops_the_start() {
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("No such file"), "{stderr}");
 }
+
+#[tokio::test]
+async fn under_a_policy_http_beyond_loopback_needs_no_write_token_as_every_call_needs_a_principals()
+{
+    let server = crate::common::NatsServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policy.toml");
+    let policy = principal("ops", "local = true", "[\"\"]", "[\"admin\"]");
+    std::fs::write(&path, policy).unwrap();
+    let path = path.display().to_string();
+    let env = [
+        ("DAGNATS_HTTP_ADDR", "0.0.0.0:0"),
+        ("DAGNATS_POLICY", path.as_str()),
+    ];
+    let gateway = Gateway::start_with(&server.url, &[], &env).await;
+    let http = crate::common::Http::of(&gateway).await;
+    crate::common::assert_error(&http.get("/v1/leases").await, 401, "unauthorized");
+}
