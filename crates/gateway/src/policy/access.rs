@@ -77,8 +77,8 @@ impl Access {
     }
 
     /// The caller of a transfer: [`Access::admit`], and, when the request
-    /// names the principal of the new tenure, a principal that exists,
-    /// named by the caller itself or by an admin on the key.
+    /// names the principal of the new tenure, a principal that exists and
+    /// may hold the key, named by the caller itself or by an admin on it.
     pub(crate) fn admit_transfer(&self, req: &TransferRequest) -> Result<Caller, LeaseError> {
         let key = req.key.as_str();
         let caller = self.admit(Op::Transfer, key)?;
@@ -90,9 +90,15 @@ impl Access {
                 if *principal.name != *to.as_str() && !principal.may(Right::Admin, key) {
                     return Err(self.refuse(Op::Transfer, Some(key)));
                 }
-                if !policy.names(to.as_str()) {
+                let Some(named) = policy.named(to.as_str()) else {
                     return Err(LeaseError::Invalid(format!(
                         "to_principal {:?} is no principal of the gateway's policy",
+                        to.as_str()
+                    )));
+                };
+                if !named.may(Right::Hold, key) {
+                    return Err(LeaseError::Invalid(format!(
+                        "to_principal {:?} may not hold {key}",
                         to.as_str()
                     )));
                 }
@@ -217,6 +223,9 @@ mod tests {
             ops.admit_transfer(&unknown).unwrap_err().kind(),
             Kind::Invalid
         );
+        let reader = transfer(json!({"to_principal": "dashboard"}));
+        let err = ops.admit_transfer(&reader).unwrap_err();
+        assert_eq!(err.kind(), Kind::Invalid, "it only reads: {err}");
         assert_eq!(
             Access::Open.admit_transfer(&to_team_a).unwrap_err().kind(),
             Kind::Invalid

@@ -267,9 +267,12 @@ impl Policy {
             })
     }
 
-    /// Whether a principal is named `name`.
-    pub(crate) fn names(&self, name: &str) -> bool {
-        self.principals.iter().any(|p| *p.name == *name)
+    /// The principal named `name`, if there is one.
+    pub(crate) fn named(&self, name: &str) -> Option<&Principal> {
+        self.principals
+            .iter()
+            .find(|p| *p.name == *name)
+            .map(|p| &**p)
     }
 }
 
