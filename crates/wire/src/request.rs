@@ -515,7 +515,8 @@ pub struct TransferRequest {
     pub to: HolderId,
     pub ttl_ms: Ttl,
     /// Under a policy, the principal the new tenure belongs to; only an
-    /// admin may name another than itself. Absent: the caller's.
+    /// admin may name another than itself. Absent: the caller's. Without a
+    /// policy, ignored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to_principal: Option<PrincipalName>,
 }
