@@ -53,6 +53,8 @@ struct Entry {
 pub(crate) struct Parsed {
     pub(crate) principal: Principal,
     pub(crate) identity: Identity,
+    /// 1-based; 0 for the principals of the HTTP token settings, which no
+    /// line of the file declares.
     pub(crate) line: usize,
 }
 
