@@ -1,7 +1,8 @@
 //! The owner dashboard (`web/`), bundled into the binary so it works from
 //! the binary alone with no network. It is static: the page reads the same
 //! public API as curl, with the read token when one is set, so serving it
-//! needs no token.
+//! needs no token. Its script is plain ES modules, one file each, served
+//! from [`ASSETS`].
 
 use axum::Router;
 use axum::http::header;
@@ -10,22 +11,50 @@ use axum::routing::get;
 
 use super::AppState;
 
-const INDEX: &str = include_str!("../../../../web/index.html");
-const SCRIPT: &str = include_str!("../../../../web/app.js");
-const STYLE: &str = include_str!("../../../../web/style.css");
+const HTML: &str = "text/html; charset=utf-8";
+const JS: &str = "text/javascript; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
 
-/// `/`, `/app.js` and `/style.css`.
+/// Every file of `web/`: its path, content type and text.
+const ASSETS: &[(&str, &str, &str)] = &[
+    ("/", HTML, include_str!("../../../../web/index.html")),
+    ("/style.css", CSS, include_str!("../../../../web/style.css")),
+    ("/app.js", JS, include_str!("../../../../web/app.js")),
+    ("/api.js", JS, include_str!("../../../../web/api.js")),
+    (
+        "/changes.js",
+        JS,
+        include_str!("../../../../web/changes.js"),
+    ),
+    (
+        "/cluster.js",
+        JS,
+        include_str!("../../../../web/cluster.js"),
+    ),
+    ("/detail.js", JS, include_str!("../../../../web/detail.js")),
+    ("/format.js", JS, include_str!("../../../../web/format.js")),
+    ("/groups.js", JS, include_str!("../../../../web/groups.js")),
+    ("/live.js", JS, include_str!("../../../../web/live.js")),
+    ("/table.js", JS, include_str!("../../../../web/table.js")),
+    (
+        "/tenures.js",
+        JS,
+        include_str!("../../../../web/tenures.js"),
+    ),
+    (
+        "/timeline.js",
+        JS,
+        include_str!("../../../../web/timeline.js"),
+    ),
+];
+
+/// A route per file of [`ASSETS`].
 pub(crate) fn router() -> Router<AppState> {
-    Router::new()
-        .route("/", get(|| asset("text/html; charset=utf-8", INDEX)))
-        .route(
-            "/app.js",
-            get(|| asset("text/javascript; charset=utf-8", SCRIPT)),
-        )
-        .route(
-            "/style.css",
-            get(|| asset("text/css; charset=utf-8", STYLE)),
-        )
+    ASSETS
+        .iter()
+        .fold(Router::new(), |router, &(path, content_type, body)| {
+            router.route(path, get(move || asset(content_type, body)))
+        })
 }
 
 async fn asset(content_type: &'static str, body: &'static str) -> impl IntoResponse {
@@ -41,4 +70,58 @@ async fn asset(content_type: &'static str, body: &'static str) -> impl IntoRespo
         ],
         body,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ASSETS;
+
+    /// The paths a module imports (`from './x.js'`).
+    fn imports(source: &str) -> Vec<String> {
+        source
+            .split("from './")
+            .skip(1)
+            .map(|rest| format!("/{}", &rest[..rest.find('\'').expect("a closing quote")]))
+            .collect()
+    }
+
+    #[test]
+    fn every_module_the_page_imports_is_bundled() {
+        let served: Vec<&str> = ASSETS.iter().map(|(path, _, _)| *path).collect();
+        let mut missing = Vec::new();
+        for (path, _, body) in ASSETS.iter().filter(|(p, _, _)| p.ends_with(".js")) {
+            for import in imports(body) {
+                if !served.contains(&import.as_str()) {
+                    missing.push(format!("{path} imports {import}"));
+                }
+            }
+        }
+        assert_eq!(missing, Vec::<String>::new());
+        assert!(served.contains(&"/app.js"), "the page's entry module");
+    }
+
+    #[test]
+    fn every_file_of_web_is_bundled() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .expect("web/")
+            .map(|e| {
+                e.expect("an entry")
+                    .file_name()
+                    .into_string()
+                    .expect("utf-8")
+            })
+            .map(|name| {
+                if name == "index.html" {
+                    "/".into()
+                } else {
+                    format!("/{name}")
+                }
+            })
+            .collect();
+        files.sort();
+        let mut served: Vec<String> = ASSETS.iter().map(|(p, _, _)| p.to_string()).collect();
+        served.sort();
+        assert_eq!(served, files);
+    }
 }
