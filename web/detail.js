@@ -24,7 +24,12 @@ export function openKey(k, fence = null, back = null) {
   $('revoke-result').textContent = '';
   history = { tenures: [], capped: false, error: null, loading: true };
   render();
-  if (!$('detail').open) $('detail').showModal();
+  if (!$('detail').open) {
+    $('detail').showModal();
+    // The title takes the focus, not the first button, which the Enter
+    // that opened the dialog would otherwise go on to press.
+    $('detail-title').focus();
+  }
   load(k);
 }
 

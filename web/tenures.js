@@ -15,8 +15,12 @@ import { seen } from './changes.js';
 import * as table from './table.js';
 
 const PAGE = 1000;
-// What one window may fetch; past it the newest are kept and the page says so.
-export const CAP = 10_000;
+// What one window may fetch; past it the newest are kept and the page says
+// so. `?history-cap=N` in the page's address lowers or raises it (a slow
+// machine, a deep look back).
+const DEFAULT_CAP = 10_000;
+const asked = Number(new URLSearchParams(location.search).get('history-cap'));
+export const CAP = Number.isInteger(asked) && asked >= 1 && asked <= 100_000 ? asked : DEFAULT_CAP;
 
 export function fromRecord(r) {
   return {
@@ -45,6 +49,9 @@ export async function fetchHistory({ key, since, until, max = CAP }, signal, onP
   } while (before && tenures.length < max);
   return { tenures, capped: Boolean(before) };
 }
+
+// The end of a tenure the page saw begin before it opened.
+const ENDS_ONLY = { tenure: null, latest: null, from: null, renewals: null, previous: null, endsOnly: true };
 
 // What the page has seen live, per key, oldest first: the seen changes,
 // then the held leases for keys whose tenure began before the page saw it.
@@ -75,6 +82,8 @@ export function liveTenures(wanted = () => true) {
       l.open.latest = e.revision;
       if (l.open.renewals !== null) l.open.renewals += 1;
     } else if (e.event === 'released' || e.event === 'expired') {
+      // An end whose start the page never saw ends a tenure of the history.
+      if (!l.open) l.done.push({ ...ENDS_ONLY, key: e.key, holder: e.holder, to: e.at, end: e.event, endRevision: e.revision });
       close(l, e.at, e.event, e.revision);
     }
   }
@@ -110,6 +119,11 @@ function same(a, b) {
 export function join(history, live) {
   const out = history.map((t) => ({ ...t }));
   for (const t of live) {
+    if (t.endsOnly) {
+      const open = out.find((h) => h.to === null && h.from <= t.to && (!t.holder || h.holder === t.holder));
+      if (open) Object.assign(open, { to: t.to, end: t.end, endRevision: t.endRevision });
+      continue;
+    }
     const known = out.find((h) => same(h, t));
     if (!known) { out.push({ ...t }); continue; }
     known.latest = Math.max(known.latest ?? 0, t.latest ?? 0);

@@ -101,6 +101,23 @@ mod tests {
     }
 
     #[test]
+    fn the_page_preloads_every_module() {
+        let index = ASSETS[0].2;
+        let unloaded: Vec<&str> = ASSETS
+            .iter()
+            .map(|(path, _, _)| *path)
+            .filter(|path| path.ends_with(".js"))
+            .filter(|path| {
+                !index.contains(&format!(
+                    "<link rel=\"modulepreload\" href=\"{}\">",
+                    &path[1..]
+                ))
+            })
+            .collect();
+        assert_eq!(unloaded, Vec::<&str>::new());
+    }
+
+    #[test]
     fn every_file_of_web_is_bundled() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web");
         let mut files: Vec<String> = std::fs::read_dir(dir)

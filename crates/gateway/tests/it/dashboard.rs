@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::lease_ops::acquire;
 use crate::common::{Gateway, Http, NatsServer, call, client, command, eventually};
 use dagnats_leases_testkit::chromium::Driver;
 use dagnats_leases_testkit::free_port;
@@ -14,13 +15,13 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
 
 /// A headless Chromium session through chromedriver, stopped on drop.
-struct Session {
-    browser: Browser,
+pub(crate) struct Session {
+    pub(crate) browser: Browser,
     _driver: Driver,
 }
 
 impl Session {
-    async fn start() -> Session {
+    pub(crate) async fn start() -> Session {
         let driver = Driver::start().await;
         // chromedriver is plain HTTP on loopback: no TLS stack needed.
         let browser = ClientBuilder::new(HttpConnector::new())
@@ -35,7 +36,7 @@ impl Session {
     }
 
     /// Opens the dashboard and waits for its event stream.
-    async fn open(http: &Http) -> Session {
+    pub(crate) async fn open(http: &Http) -> Session {
         let s = Session::start().await;
         s.browser.goto(&format!("{}/", http.base)).await.unwrap();
         s.until_live("the event stream to connect", Duration::from_secs(10))
@@ -44,7 +45,7 @@ impl Session {
     }
 
     /// Waits until the page says its event stream is live.
-    async fn until_live(&self, what: &str, within: Duration) {
+    pub(crate) async fn until_live(&self, what: &str, within: Duration) {
         poll_until(what, within, || async {
             self.js("return document.getElementById('status').textContent")
                 .await
@@ -53,7 +54,7 @@ impl Session {
         .await;
     }
 
-    async fn js(&self, script: &str) -> Value {
+    pub(crate) async fn js(&self, script: &str) -> Value {
         self.browser
             .execute(script, vec![])
             .await
@@ -61,7 +62,7 @@ impl Session {
     }
 
     /// Console messages at level SEVERE (errors) since the last call.
-    async fn console_errors(&self) -> Vec<String> {
+    pub(crate) async fn console_errors(&self) -> Vec<String> {
         let logs = self
             .browser
             .issue_cmd(BrowserLog)
@@ -75,7 +76,7 @@ impl Session {
             .collect()
     }
 
-    async fn row_exists(&self, key: &str) -> bool {
+    pub(crate) async fn row_exists(&self, key: &str) -> bool {
         self.js(&format!(
             "return !!document.querySelector('#leases tr[data-key=\"{key}\"]')"
         ))
@@ -84,15 +85,23 @@ impl Session {
         .unwrap()
     }
 
-    async fn log_has(&self, event: &str, key: &str) -> bool {
+    pub(crate) async fn log_has(&self, event: &str, key: &str) -> bool {
         let script = format!(
             "return [...document.querySelectorAll('#log li')].some(li => li.dataset.event === '{event}' && li.textContent.includes(' {key} '))"
         );
         self.js(&script).await.as_bool().unwrap()
     }
 
+    /// Types `token` into the page's token prompt, open, and submits it.
+    pub(crate) async fn give_token(&self, token: &str) {
+        let input = self.browser.find(Locator::Id("token")).await.unwrap();
+        input.send_keys(token).await.unwrap();
+        self.js("document.getElementById('token-form').requestSubmit(); return true")
+            .await;
+    }
+
     /// Resolves once the page has laid out and painted its next frame.
-    async fn painted(&self) {
+    pub(crate) async fn painted(&self) {
         self.browser
             .execute_async(
                 "const done = arguments[0]; requestAnimationFrame(() => requestAnimationFrame(() => done(true)))",
@@ -102,7 +111,7 @@ impl Session {
             .expect("two frames");
     }
 
-    async fn screenshot(&self, name: &str) {
+    pub(crate) async fn screenshot(&self, name: &str) {
         self.painted().await;
         let png = self.browser.screenshot().await.expect("screenshot");
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-output");
@@ -134,7 +143,7 @@ impl fantoccini::wd::WebDriverCompatibleCommand for BrowserLog {
     }
 }
 
-async fn poll_until<F, Fut>(what: &str, within: Duration, check: F)
+pub(crate) async fn poll_until<F, Fut>(what: &str, within: Duration, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -148,10 +157,10 @@ where
 }
 
 /// A shard-group member run by the CLI, killed on drop if still running.
-struct Member(Child);
+pub(crate) struct Member(Child);
 
 impl Member {
-    fn start(nats_url: &str, group: &str, count: u32, holder: &str) -> Member {
+    pub(crate) fn start(nats_url: &str, group: &str, count: u32, holder: &str) -> Member {
         let count = count.to_string();
         let args = [
             "shards", group, "--count", &count, "--holder", holder, "--ttl-ms", "3000",
@@ -164,7 +173,7 @@ impl Member {
     }
 
     /// SIGTERM: the member leaves gracefully, handing its shards over.
-    fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         let status = std::process::Command::new("kill")
             .args(["-TERM", &self.0.id().to_string()])
             .status()
@@ -186,7 +195,7 @@ impl Drop for Member {
 
 /// Who holds which shards of `group` (keys `group-<i>`), as `GET
 /// /v1/leases` says: holder to shard numbers, ascending.
-async fn shard_owners(http: &Http, group: &str) -> BTreeMap<String, Vec<u32>> {
+pub(crate) async fn shard_owners(http: &Http, group: &str) -> BTreeMap<String, Vec<u32>> {
     let prefix = format!("{group}-");
     let list = http.get(&format!("/v1/leases?prefix={prefix}")).await.body;
     let mut owners: BTreeMap<String, Vec<u32>> = BTreeMap::new();
@@ -218,10 +227,6 @@ fn panel_rows(owners: &BTreeMap<String, Vec<u32>>) -> Value {
 
 /// The shard-groups panel's rows for group `jobs`, as text.
 const PANEL_JS: &str = "return [...document.querySelectorAll('#groups .group[data-group=\"jobs\"] tbody tr')].map(tr => [...tr.cells].map(c => c.textContent))";
-
-fn acquire(key: &str, holder: &str, ttl_ms: u64) -> Value {
-    json!({"key": key, "holder": holder, "ttl_ms": ttl_ms})
-}
 
 #[tokio::test]
 async fn the_dashboard_shows_who_holds_what_live() {
@@ -427,15 +432,7 @@ async fn revoke_needs_the_write_token_and_frees_the_key_with_a_higher_fence() {
         call(&nats, "owner", json!({"key": "stuck"})).await["holder"],
         "zombie"
     );
-    s.browser
-        .find(Locator::Id("token"))
-        .await
-        .unwrap()
-        .send_keys("s3cret")
-        .await
-        .unwrap();
-    s.js("document.getElementById('token-form').requestSubmit(); return true")
-        .await;
+    s.give_token("s3cret").await;
     poll_until("the revoke to land", Duration::from_secs(5), || async {
         s.js("return document.getElementById('revoke-result').textContent")
             .await

@@ -12,6 +12,7 @@ mod cli;
 mod client;
 mod cluster;
 mod dashboard;
+mod dashboard_history;
 mod docs;
 mod events;
 mod forward;
