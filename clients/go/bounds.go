@@ -39,6 +39,18 @@ func checkName(field, value string) error {
 	return nil
 }
 
+// checkSuccessor applies the transfer's rule for to: a valid holder id
+// other than holder.
+func checkSuccessor(holder, to string) error {
+	if err := checkName("to", to); err != nil {
+		return err
+	}
+	if to == holder {
+		return invalidf("to must name another holder than holder, got %q for both", to)
+	}
+	return nil
+}
+
 // checkPrefix: a list prefix follows the key rule, or is empty (every key).
 func checkPrefix(prefix string) error {
 	if prefix == "" {

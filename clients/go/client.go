@@ -116,12 +116,9 @@ func (c *Client) Owner(ctx context.Context, key string) (Lease, error) {
 // holder did not hold the key at revision.
 func (c *Client) Transfer(ctx context.Context, key, holder string, revision uint64, to string, ttl time.Duration) (Grant, error) {
 	var grant Grant
-	err := firstError(checkName("key", key), checkName("holder", holder), checkRevision(revision), checkName("to", to))
+	err := firstError(checkName("key", key), checkName("holder", holder), checkRevision(revision), checkSuccessor(holder, to))
 	if err != nil {
 		return grant, err
-	}
-	if to == holder {
-		return grant, invalidf("to must name another holder than holder, got %q for both", to)
 	}
 	ttlMs, err := ttlMillis(ttl)
 	if err != nil {

@@ -207,9 +207,11 @@ func (k *Keeper) Changes() <-chan Ownership {
 // fence makes to the holder (a keeper of to waiting for the key takes it
 // over at once). The reply is to's new lease: its Revision is to's tenure.
 // Kind lost if this keeper does not hold the lease; on any other failure
-// the lease is released, as by Stop, so that to can acquire it.
+// the lease is released, as by Stop, so that to can acquire it. A to that
+// is not another valid holder id is kind invalid before anything happens,
+// and the keeper goes on keeping the lease.
 func (k *Keeper) HandOff(ctx context.Context, to string) (Grant, error) {
-	if err := checkName("to", to); err != nil {
+	if err := checkSuccessor(k.opts.Holder, to); err != nil {
 		return Grant{}, err
 	}
 	req := handOffRequest{ctx: ctx, to: to, reply: make(chan handOffResult, 1)}

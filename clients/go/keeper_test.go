@@ -161,6 +161,35 @@ func TestHandOffByAKeeperThatDoesNotHoldIsLost(t *testing.T) {
 	wantKind(t, err, leases.KindLost)
 }
 
+func TestAHandOffToItselfOrToAnInvalidHolderIsInvalidAndTheKeeperKeepsTheLease(t *testing.T) {
+	t.Parallel()
+	c, key := newClient(t), uniqueKey(t)
+	moves := spy(t, connect(t), "api.leases.*")
+	k := startKeeper(t, c, key, "keeper-a", true)
+	fence := waitOwner(t, k, 5*time.Second)
+	tenure, _ := k.Tenure()
+	for _, to := range []string{"keeper-a", "", "a.b", "a b"} {
+		_, err := k.HandOff(ctxFor(t, 5*time.Second), to)
+		wantKind(t, err, leases.KindInvalid)
+	}
+	if got, ok := k.Tenure(); !ok || got != tenure {
+		t.Fatalf("after the refused hand-offs the keeper says tenure %d %v, want %d", got, ok, tenure)
+	}
+	owner, err := c.Owner(ctxFor(t, 5*time.Second), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if owner.Holder != "keeper-a" || owner.Revision < fence {
+		t.Fatalf("the gateway says %+v after the refused hand-offs", owner)
+	}
+	// Everything sent before that owner request: no transfer, no release.
+	for msg := next(t, moves, 5*time.Second); msg.Subject != leases.SubjectOwner; msg = next(t, moves, 5*time.Second) {
+		if msg.Subject == leases.SubjectTransfer || msg.Subject == leases.SubjectRelease {
+			t.Fatalf("a refused hand-off sent %s %s", msg.Subject, msg.Data)
+		}
+	}
+}
+
 func TestStopReleasesTheLeaseAndClosesChanges(t *testing.T) {
 	t.Parallel()
 	c, key := newClient(t), uniqueKey(t)

@@ -294,6 +294,12 @@ func (d *driver) keeperHandOff(f args) (interface{}, error) {
 		return nil, err
 	}
 	grant, err := k.HandOff(context.Background(), f.str("to"))
+	if leases.KindOf(err) == leases.KindInvalid {
+		// Refused before anything happened: the keeper keeps running.
+		d.mu.Lock()
+		d.keepers[f.str("keeper")] = k
+		d.mu.Unlock()
+	}
 	return grantJSON(grant), f.or(err)
 }
 
