@@ -150,3 +150,27 @@ pub async fn a_paused_holder_reports_null_before_it_renews_again(ctx: &Ctx) {
     assert_eq!(owned_again, None, "the key is {intruder}'s");
     assert_eq!(d.keeper_state("k").await, (None, None));
 }
+
+pub async fn a_hand_off_to_itself_or_to_an_invalid_holder_is_invalid_and_the_keeper_keeps_the_lease(
+    ctx: &Ctx,
+) {
+    let (world, d) = ctx.on_shared_world().await;
+    let (key, holder) = (ctx.name("k"), ctx.name("a"));
+    d.keeper_start("k", &key, &holder, ctx.spec.ms("ttl_ms"), false)
+        .await;
+    d.ownership_from(0, "k", true, OWNER_WITHIN).await;
+    let (_, tenure) = d.keeper_state("k").await;
+    let mut refused = ctx.spec.strings("invalid_to");
+    refused.push(holder.clone());
+    for to in refused {
+        let handed = d.request(json!({"op": "keeper.hand_off", "keeper": "k", "to": to}));
+        let err = handed.await.expect_err("an invalid hand-off is refused");
+        assert_eq!(err.kind, "invalid", "hand-off to {to:?}: {err:?}");
+        super::assert_names_no_owner(&err);
+    }
+    let (fence, still) = d.keeper_state("k").await;
+    assert!(fence.is_some(), "the keeper still owns the key");
+    assert_eq!(still, tenure, "in the same tenure");
+    let owner = world.call("owner", json!({"key": key})).await;
+    assert_eq!(owner["holder"], json!(holder), "{owner}");
+}

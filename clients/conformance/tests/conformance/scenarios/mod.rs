@@ -82,6 +82,7 @@ scenarios![
     keeper::the_keeper_renews_about_every_third_of_its_ttl,
     keeper::fence_is_null_at_once_when_a_renew_is_lost,
     keeper::a_paused_holder_reports_null_before_it_renews_again,
+    keeper::a_hand_off_to_itself_or_to_an_invalid_holder_is_invalid_and_the_keeper_keeps_the_lease,
     deadline::fence_is_null_from_the_deadline_when_the_gateway_stops_answering,
     deadline::the_deadline_counts_from_the_start_of_the_granting_request_not_its_reply,
     takeover::a_waiting_keeper_takes_over_within_1s_of_a_release,
