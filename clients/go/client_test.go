@@ -375,6 +375,58 @@ func TestAnUnreadableReplyIsInternal(t *testing.T) {
 	wantKind(t, err, leases.KindInternal)
 }
 
+// Every reply that carries a revision, from a stand-in gateway: read up to
+// 2^53 - 1, kind internal above (docs/protocol.md, Holder rules and client
+// libraries).
+func TestAReplyWhoseRevisionIsNotASafeIntegerIsInternal(t *testing.T) {
+	t.Parallel()
+	for _, rev := range []string{"9007199254740991", "9007199254740992", "18446744073709551615"} {
+		lease := `"held":true,"key":"k","holder":"h","revision":` + rev +
+			`,"acquired_at":"2026-10-18T12:00:00Z","expires_at":"2026-10-18T12:00:03Z","ttl_ms":3000`
+		replies := map[string]string{
+			leases.SubjectAcquire:  `{"granted":true,` + lease + `}`,
+			leases.SubjectRenew:    `{"granted":true,` + lease + `}`,
+			leases.SubjectTransfer: `{"granted":true,` + lease + `}`,
+			leases.SubjectRelease:  `{"released":true,"held":false,"key":"k","holder":"h","revision":` + rev + `}`,
+			leases.SubjectOwner:    `{` + lease + `}`,
+			leases.SubjectList:     `{"leases":[{` + lease + `}],"next":null}`,
+			leases.SubjectForward:  `{"error":"the owner did not answer","kind":"owner_timeout","holder":"h","revision":` + rev + `}`,
+		}
+		alone := testenv.StartNATS(t)
+		gatewayConn := alone.Connect(t)
+		if _, err := gatewayConn.Subscribe("api.leases.*", func(msg *nats.Msg) { _ = msg.Respond([]byte(replies[msg.Subject])) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := gatewayConn.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		c := leases.NewClient(alone.Connect(t))
+		ctx := ctxFor(t, 10*time.Second)
+		calls := map[string]func() error{
+			"acquire":  func() error { _, err := c.Acquire(ctx, "k", "h", ttl); return err },
+			"renew":    func() error { _, err := c.Renew(ctx, "k", "h", 1, ttl); return err },
+			"transfer": func() error { _, err := c.Transfer(ctx, "k", "h", 1, "g", ttl); return err },
+			"release":  func() error { _, err := c.Release(ctx, "k", "h", 1); return err },
+			"owner":    func() error { _, err := c.Owner(ctx, "k"); return err },
+			"list":     func() error { _, err := c.List(ctx, ""); return err },
+			"forward":  func() error { _, err := c.Forward(ctx, "k", []byte("x"), time.Second); return err },
+		}
+		for method, call := range calls {
+			// Up to 2^53 - 1 the replies are read; forward's is an error reply.
+			want := ""
+			switch {
+			case rev != "9007199254740991":
+				want = leases.KindInternal
+			case method == "forward":
+				want = leases.KindOwnerTimeout
+			}
+			if got := leases.KindOf(call()); got != want {
+				t.Errorf("revision %s: %s answered kind %q, want %q", rev, method, got, want)
+			}
+		}
+	}
+}
+
 // An error reply's kind reaches the caller as the wire spells it, with
 // the holder and revision it names, whether or not this client knows it.
 func TestAnErrorReplyCarriesItsKindHolderAndRevision(t *testing.T) {

@@ -94,6 +94,12 @@ var (
 	listFields      = []string{"leases"}
 )
 
+// MaxRevision is the highest revision a reply carries: fences start near
+// 1.7e15 and stay below 2^53, exact as JSON numbers in every language
+// (docs/protocol.md, Storage: the leases bucket). A reply with a higher one
+// is refused with kind internal.
+const MaxRevision = 1<<53 - 1
+
 // errorBody is the wire's {"error", "kind"}, with the owner a forward last
 // tried.
 type errorBody struct {
@@ -115,6 +121,9 @@ func object(data []byte) (map[string]json.RawMessage, error) {
 			var body errorBody
 			if err := json.Unmarshal(data, &body); err != nil {
 				return nil, internalf("unreadable error reply %q: %v", truncate(data), err)
+			}
+			if err := checkRevisionField(fields); err != nil {
+				return nil, err
 			}
 			lerr := &LeaseError{Kind: body.Kind, Message: body.Error}
 			if body.Holder != nil {
@@ -151,6 +160,16 @@ func decodeInto(data []byte, names []string, out interface{}) error {
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return internalf("unreadable reply %q: %v", truncate(data), err)
+	}
+	return checkRevisionField(fields)
+}
+
+// checkRevisionField refuses a revision above MaxRevision; a reply's other
+// checks have read it as a uint64 (or null) already.
+func checkRevisionField(fields map[string]json.RawMessage) error {
+	var revision uint64
+	if raw, ok := fields["revision"]; ok && json.Unmarshal(raw, &revision) == nil && revision > MaxRevision {
+		return internalf("unreadable reply: revision %d is above 2^53 - 1, beyond every fence", revision)
 	}
 	return nil
 }

@@ -179,6 +179,55 @@ async def test_an_unreadable_reply_is_internal(bare_nc: NATS, body: bytes) -> No
     assert caught.value.kind == "internal"
 
 
+def _replies_with_revision(rev: int) -> dict[str, dict[str, Any]]:
+    """A reply for every call, each carrying the revision ``rev``."""
+    lease = {
+        "held": True, "key": "k", "holder": "h", "revision": rev, "ttl_ms": 3000,
+        "acquired_at": "2026-10-18T12:00:00.000Z", "expires_at": "2026-10-18T12:00:03.000Z",
+    }
+    return {
+        "acquire": {"granted": True, **lease},
+        "renew": {"granted": True, **lease},
+        "transfer": {"granted": True, **lease},
+        "release": {"released": True, "held": False, "key": "k", "holder": "h", "revision": rev},
+        "owner": lease,
+        "list": {"leases": [lease], "next": None},
+        "forward": {"error": "the owner did not answer", "kind": "owner_timeout", "holder": "h", "revision": rev},
+    }
+
+
+def _every_call(c: LeaseClient) -> dict[str, Awaitable[Any]]:
+    return {
+        "acquire": c.acquire("k", "h", 3000),
+        "renew": c.renew("k", "h", 1, 3000),
+        "transfer": c.transfer("k", "h", 1, "g", 3000),
+        "release": c.release("k", "h", 1),
+        "owner": c.owner("k"),
+        "list": c.list(),
+        "forward": c.forward("k", b"x"),
+    }
+
+
+@pytest.mark.parametrize("rev", [2**53 - 1, 2**53, 2**64 - 1])
+async def test_a_reply_whose_revision_is_not_a_safe_integer_is_internal(bare_nc: NATS, rev: int) -> None:
+    replies = _replies_with_revision(rev)
+
+    async def answer(msg: Msg) -> None:
+        await msg.respond(json.dumps(replies[msg.subject.rsplit(".", 1)[1]]).encode())
+
+    await bare_nc.subscribe("api.leases.*", cb=answer)
+    await bare_nc.flush()
+    for method, call in _every_call(LeaseClient(bare_nc)).items():
+        try:
+            await call
+            kind = None
+        except LeaseError as err:
+            kind = err.kind
+        # Below 2^53 the replies are read; forward's is an error reply.
+        want = "internal" if rev > 2**53 - 1 else "owner_timeout" if method == "forward" else None
+        assert kind == want, method
+
+
 async def test_an_error_reply_keeps_its_kind_holder_and_revision(bare_nc: NATS) -> None:
     reply = {"error": "the owner did not answer", "kind": "owner_timeout", "holder": "h-1", "revision": 42}
 

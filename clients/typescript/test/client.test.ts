@@ -224,6 +224,47 @@ describe("LeaseClient without a gateway", () => {
     responder.unsubscribe();
   });
 
+  test("every reply whose revision is not a safe integer is kind internal, one up to 2^53 - 1 is read", async () => {
+    for (const rev of ["9007199254740991", "9007199254740992", "18446744073709551615"]) {
+      const lease = `"held":true,"key":"k","holder":"h","revision":${rev},"acquired_at":"2026-10-18T12:00:00Z","expires_at":"2026-10-18T12:00:03Z","ttl_ms":3000`;
+      const replies: Record<string, string> = {
+        acquire: `{"granted":true,${lease}}`,
+        renew: `{"granted":true,${lease}}`,
+        transfer: `{"granted":true,${lease}}`,
+        release: `{"released":true,"held":false,"key":"k","holder":"h","revision":${rev}}`,
+        owner: `{${lease}}`,
+        list: `{"leases":[{${lease}}],"next":null}`,
+        forward: `{"error":"the owner did not answer","kind":"owner_timeout","holder":"h","revision":${rev}}`,
+      };
+      const responder = context.nc.subscribe("api.leases.*", {
+        callback: (_err, msg) => {
+          msg.respond(replies[msg.subject.split(".")[2]!]);
+        },
+      });
+      await context.nc.flush();
+      const leases = new LeaseClient(context.nc);
+      const calls: Record<string, () => Promise<unknown>> = {
+        acquire: () => leases.acquire("k", "h", 3_000),
+        renew: () => leases.renew("k", "h", 1, 3_000),
+        transfer: () => leases.transfer("k", "h", 1, "g", 3_000),
+        release: () => leases.release("k", "h", 1),
+        owner: () => leases.owner("k"),
+        list: () => leases.list(),
+        forward: () => leases.forward("k", "x", 1_000),
+      };
+      for (const [method, call] of Object.entries(calls)) {
+        const kind = await call().then(
+          () => null,
+          (err: unknown) => (err instanceof LeaseError ? err.kind : String(err)),
+        );
+        // Up to 2^53 - 1 the replies are read; forward's is an error reply.
+        const want = rev !== "9007199254740991" ? "internal" : method === "forward" ? "owner_timeout" : null;
+        assert.equal(kind, want, `revision ${rev}: ${method}`);
+      }
+      responder.unsubscribe();
+    }
+  });
+
   test("a gateway error carries its kind, holder and revision", async () => {
     const responder = context.nc.subscribe("api.leases.forward", {
       callback: (_err, msg) => {

@@ -17,7 +17,9 @@ use dagnats_leases_wire::names::{
     HEADER_WAIT_MS, HEADER_WAITED_MS, SUBJECT_ACQUIRE, SUBJECT_FORWARD, SUBJECT_HISTORY,
     SUBJECT_LIST, SUBJECT_OWNER, SUBJECT_RELEASE, SUBJECT_RENEW, SUBJECT_TRANSFER,
 };
-use dagnats_leases_wire::reply::{Forwarded, Grant, Lease, LeaseList, Owner, Released};
+use dagnats_leases_wire::reply::{
+    Forwarded, Grant, Lease, LeaseList, MAX_REVISION, Owner, Released,
+};
 use dagnats_leases_wire::request::{
     AcquireRequest, ForwardRequest, ForwardTimeout, HolderId, KeyPrefix, LeaseKey, ListLimit,
     ListRequest, OwnerRequest, Payload, ReleaseRequest, RenewRequest, Revision, TransferRequest,
@@ -58,7 +60,8 @@ pub enum ClientError {
     /// NATS itself failed (e.g. disconnected).
     #[error("NATS request failed: {0}")]
     Nats(String),
-    /// A reply this client cannot read.
+    /// A reply this client cannot read: not JSON, a field missing or of
+    /// the wrong type, a revision above 2^53 - 1 (every fence is below).
     #[error("unreadable reply: {0}")]
     BadReply(String),
 }
@@ -463,9 +466,36 @@ impl Resend {
     }
 }
 
+/// The fields of the replies (leases, releases, list entries, forwards and
+/// their errors, history's tenures) that carry a revision.
+const REVISION_FIELDS: [&str; 3] = ["revision", "tenure", "end_revision"];
+
+/// A revision anywhere in `value` above [`MAX_REVISION`], which no gateway
+/// hands out.
+fn unsafe_revision(value: &serde_json::Value) -> Option<u64> {
+    match value {
+        serde_json::Value::Object(fields) => fields.iter().find_map(|(name, field)| {
+            let revision = field
+                .as_u64()
+                .filter(|_| REVISION_FIELDS.contains(&name.as_str()));
+            match revision {
+                Some(revision) => Some(revision).filter(|r| *r > MAX_REVISION),
+                None => unsafe_revision(field),
+            }
+        }),
+        serde_json::Value::Array(items) => items.iter().find_map(unsafe_revision),
+        _ => None,
+    }
+}
+
 fn decode_reply<Rep: DeserializeOwned>(payload: &[u8]) -> Result<Rep, ClientError> {
     let value: serde_json::Value =
         serde_json::from_slice(payload).map_err(|err| ClientError::BadReply(err.to_string()))?;
+    if let Some(revision) = unsafe_revision(&value) {
+        return Err(ClientError::BadReply(format!(
+            "revision {revision} is above 2^53 - 1, beyond every fence"
+        )));
+    }
     if value.get("kind").is_some() && value.get("error").is_some() {
         let wire: ErrorBody =
             serde_json::from_value(value).map_err(|err| ClientError::BadReply(err.to_string()))?;
@@ -502,6 +532,64 @@ mod tests {
         );
         let err = decode_reply::<Grant>(br#"{"error":"x","kind":"brand_new"}"#).unwrap_err();
         assert_eq!(err.kind(), Some(&Kind::Other("brand_new".into())));
+    }
+
+    type Decode = fn(&[u8]) -> Result<(), ClientError>;
+
+    fn decodes<Rep: DeserializeOwned>(body: &[u8]) -> Result<(), ClientError> {
+        decode_reply::<Rep>(body).map(drop)
+    }
+
+    /// Every reply that carries a revision, with `{rev}` where it goes.
+    const REPLIES_WITH_A_REVISION: [(&str, Decode); 7] = [
+        (
+            r#"{"granted":true,"held":true,"key":"k","holder":"a","revision":{rev},"acquired_at":"2026-10-18T12:00:00Z","expires_at":"2026-10-18T12:00:03Z","ttl_ms":3000}"#,
+            decodes::<Grant>,
+        ),
+        (
+            r#"{"released":true,"held":false,"key":"k","holder":"a","revision":{rev}}"#,
+            decodes::<Released>,
+        ),
+        (
+            r#"{"held":true,"key":"k","holder":"a","revision":{rev},"acquired_at":"2026-10-18T12:00:00Z","expires_at":"2026-10-18T12:00:03Z","ttl_ms":3000}"#,
+            decodes::<Owner>,
+        ),
+        (
+            r#"{"leases":[{"held":true,"key":"k","holder":"a","revision":{rev},"acquired_at":"2026-10-18T12:00:00Z","expires_at":"2026-10-18T12:00:03Z","ttl_ms":3000}],"next":null}"#,
+            decodes::<LeaseList>,
+        ),
+        (
+            r#"{"key":"k","holder":"a","revision":{rev},"payload":""}"#,
+            decodes::<Forwarded>,
+        ),
+        (
+            r#"{"tenures":[{"key":"k","holder":"a","tenure":{rev},"acquired_at":"2026-10-18T12:00:00Z","ended_at":null,"end":null,"end_revision":null,"renewals":0}],"next":null}"#,
+            decodes::<TenureHistory>,
+        ),
+        (
+            r#"{"tenures":[{"key":"k","holder":"a","tenure":7,"acquired_at":"2026-10-18T12:00:00Z","ended_at":"2026-10-18T12:00:01Z","end":"released","end_revision":{rev},"renewals":0}],"next":null}"#,
+            decodes::<TenureHistory>,
+        ),
+    ];
+
+    #[test]
+    fn a_reply_whose_revision_is_above_2_pow_53_minus_1_is_unreadable() {
+        let error = r#"{"error":"x","kind":"owner_timeout","holder":"a","revision":{rev}}"#;
+        for (reply, decode) in REPLIES_WITH_A_REVISION {
+            let highest = reply.replace("{rev}", &MAX_REVISION.to_string());
+            assert_eq!(decode(highest.as_bytes()), Ok(()), "{highest}");
+            let above = reply.replace("{rev}", &(MAX_REVISION + 1).to_string());
+            assert!(
+                matches!(decode(above.as_bytes()), Err(ClientError::BadReply(_))),
+                "{above}"
+            );
+        }
+        let highest = error.replace("{rev}", &MAX_REVISION.to_string());
+        let err = decode_reply::<Forwarded>(highest.as_bytes()).unwrap_err();
+        assert_eq!(err.kind(), Some(&Kind::OwnerTimeout));
+        let above = error.replace("{rev}", &(MAX_REVISION + 1).to_string());
+        let err = decode_reply::<Forwarded>(above.as_bytes()).unwrap_err();
+        assert!(matches!(err, ClientError::BadReply(_)), "{err:?}");
     }
 
     #[test]

@@ -7,6 +7,12 @@ use time::OffsetDateTime;
 use crate::request::Payload;
 use crate::timefmt;
 
+/// The highest revision a reply carries: fences start near 1.7e15 and stay
+/// below 2^53, exact as JSON numbers in every language (docs/protocol.md,
+/// Storage: the leases bucket). A client reads a higher one as no reply of
+/// this protocol.
+pub const MAX_REVISION: u64 = (1 << 53) - 1;
+
 /// Reply to list: held leases, ordered by key, each as owner reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -15,7 +15,10 @@ from typing import Any, TypeVar
 
 from .errors import INTERNAL, LeaseError
 
-_MAX_REVISION = 2**64
+_MAX_REVISION = 2**53 - 1
+"""The highest revision a reply carries: fences stay below 2^53, exact as
+JSON numbers in every language (docs/protocol.md, Storage: the leases
+bucket)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +102,7 @@ def _field(obj: dict[str, Any], name: str, kind: type[_T]) -> _T:
 
 def _revision(obj: dict[str, Any], name: str = "revision") -> int:
     value = _field(obj, name, int)
-    if not 0 <= value < _MAX_REVISION:
+    if not 0 <= value <= _MAX_REVISION:
         raise _bad(f"field {name!r} is not a revision: {value}")
     return value
 
@@ -182,11 +185,10 @@ def decode(body: bytes) -> dict[str, Any]:
         if not isinstance(kind, str) or not isinstance(message, str):
             raise _bad("an error reply whose kind or error is not a string")
         holder = obj.get("holder")
-        revision = obj.get("revision")
         raise LeaseError(
             kind,
             message,
             holder=holder if isinstance(holder, str) else None,
-            revision=revision if isinstance(revision, int) and not isinstance(revision, bool) else None,
+            revision=None if obj.get("revision") is None else _revision(obj),
         )
     return obj

@@ -60,32 +60,36 @@ pub async fn no_reply_within_the_client_timeout_is_timeout(ctx: &Ctx) {
 
 pub async fn an_unreadable_reply_is_internal(ctx: &Ctx) {
     let bare = ctx.bare().await;
-    // Each request gets the reply its key names: `<prefix>-<method>-<n>`
-    // the n-th reply of that method in the file.
+    // Each request gets the reply its key (a list's: its prefix) names:
+    // `<prefix>-<method>-<n>` the n-th reply of that method in the file.
     let prefix = ctx.name("r");
-    let replies: Arc<Vec<(&str, Vec<String>)>> = Arc::new(vec![
-        ("acquire", ctx.spec.strings("acquire_replies")),
-        ("owner", ctx.spec.strings("owner_replies")),
-    ]);
+    let methods = ["acquire", "owner", "release", "list", "forward"];
+    let replies: Arc<Vec<(&str, Vec<String>)>> = Arc::new(
+        methods
+            .into_iter()
+            .map(|method| (method, ctx.spec.strings(&format!("{method}_replies"))))
+            .collect(),
+    );
     let (lookup, answers) = (prefix.clone(), replies.clone());
     let _responder = Tap::answering(&bare.client, LEASE_SUBJECTS, move |msg| {
         let body: Value = serde_json::from_slice(&msg.payload).ok()?;
-        let key = body["key"].as_str()?.strip_prefix(&format!("{lookup}-"))?;
+        let named = body["key"].as_str().or(body["prefix"].as_str())?;
+        let key = named.strip_prefix(&format!("{lookup}-"))?;
         let (method, n) = key.rsplit_once('-')?;
         let (_, bodies) = answers.iter().find(|(m, _)| *m == method)?;
         Some(Bytes::from(bodies.get(n.parse::<usize>().ok()?)?.clone()))
     })
     .await;
     let d = ctx.driver(&bare.server.url).await;
-    let holder = ctx.name("a");
+    let (holder, other) = (ctx.name("a"), ctx.name("b"));
     // The first reply of each method is a valid one: the responder works.
     for (method, bodies) in replies.iter() {
         for n in 0..bodies.len() {
             let key = format!("{prefix}-{method}-{n}");
-            let args = match *method {
-                "acquire" => json!({"key": key, "holder": holder, "ttl_ms": 3000}),
-                _ => json!({"key": key}),
-            };
+            let (_, args) = every_call(&key, &holder, &other)
+                .into_iter()
+                .find(|(m, _)| m == method)
+                .expect("every method has a call");
             if n == 0 {
                 d.call_ok(method, args).await;
             } else {
