@@ -237,6 +237,27 @@ func silent(t *testing.T, subject string, opts ...leases.ClientOption) (*leases.
 	return leases.NewClient(alone.Connect(t), opts...), received
 }
 
+func TestAForwardTooLargeForMaxPayloadIsPayloadTooLargeAndNothingIsSent(t *testing.T) {
+	t.Parallel()
+	alone := testenv.StartNATS(t)
+	nc := alone.Connect(t)
+	sent := spy(t, nc, "api.leases.>")
+	// Base64 in the request makes it a third larger than max_payload.
+	payload := make([]byte, nc.MaxPayload()*3/4+1)
+	_, err := leases.NewClient(nc).Forward(ctxFor(t, 5*time.Second), "k", payload, time.Second)
+	lerr := wantKind(t, err, leases.KindPayloadTooLarge)
+	if lerr.Holder != "" || lerr.Revision != 0 {
+		t.Fatalf("a client-side refusal names no owner: %+v", lerr)
+	}
+	// A last message on the same connection: had the forward left, it came first.
+	if err := nc.Publish("api.leases.sentinel", nil); err != nil {
+		t.Fatal(err)
+	}
+	if first := next(t, sent, 5*time.Second); first.Subject != "api.leases.sentinel" {
+		t.Fatalf("the forward was sent: %s", first.Subject)
+	}
+}
+
 func TestNoGatewayIsUnavailable(t *testing.T) {
 	t.Parallel()
 	alone := testenv.StartNATS(t)

@@ -8,7 +8,7 @@ import (
 )
 
 // Error kinds. A [LeaseError]'s Kind is one of the gateway's wire kinds
-// (docs/protocol.md, Error kinds) or one of the four client-side kinds
+// (docs/protocol.md, Error kinds) or one of the five client-side kinds
 // below, which every holder library spells the same way.
 const (
 	// KindInvalid: input out of the protocol's bounds. Raised by the
@@ -37,7 +37,10 @@ const (
 	KindOwnerRejected = "owner_rejected"
 	// KindReplyTooLarge: the owner's reply does not fit the gateway hop.
 	KindReplyTooLarge = "reply_too_large"
-	// KindPayloadTooLarge: the forwarded payload does not fit a NATS message.
+	// KindPayloadTooLarge: the forwarded payload does not fit a NATS
+	// message: its request does not fit the connection's max_payload (the
+	// client sends nothing), or it does not fit the gateway's hop to the
+	// owner.
 	KindPayloadTooLarge = "payload_too_large"
 	// KindForbidden: the gateway's policy refuses this caller.
 	KindForbidden = "forbidden"

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use dagnats_leases_client::ClientError;
+use dagnats_leases_client::wire::kind::Kind;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -142,6 +143,7 @@ impl From<ClientError> for Failure {
             ClientError::NoGateway | ClientError::Nats(_) => ("unavailable".into(), None, None),
             ClientError::Timeout(_) => ("timeout".into(), None, None),
             ClientError::BadReply(_) => ("internal".into(), None, None),
+            ClientError::PayloadTooLarge(_) => (Kind::PayloadTooLarge.as_str().into(), None, None),
         };
         Failure {
             kind,

@@ -83,6 +83,25 @@ async def test_out_of_bounds_input_is_invalid_and_nothing_is_sent(bare_nc: NATS,
     assert seen == []
 
 
+async def test_a_forward_too_large_for_max_payload_is_payload_too_large_and_nothing_is_sent(bare_nc: NATS) -> None:
+    subjects: list[str] = []
+
+    async def record(msg: Msg) -> None:
+        subjects.append(msg.subject)
+
+    await bare_nc.subscribe("api.leases.>", cb=record)
+    await bare_nc.flush()
+    # Base64 in the request makes it a third larger than max_payload.
+    payload = b"x" * (bare_nc.max_payload * 3 // 4 + 1)
+    with pytest.raises(LeaseError) as caught:
+        await LeaseClient(bare_nc).forward("k", payload)
+    assert (caught.value.kind, caught.value.holder, caught.value.revision) == ("payload_too_large", None, None)
+    # A last message on the same connection: had the forward left, it came first.
+    await bare_nc.publish("api.leases.sentinel", b"")
+    await eventually("the sentinel arrives", lambda: subjects or None)
+    assert subjects == ["api.leases.sentinel"]
+
+
 async def test_no_gateway_is_unavailable(bare_nc: NATS) -> None:
     started = time.monotonic()
     with pytest.raises(LeaseError) as caught:

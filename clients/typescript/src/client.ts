@@ -286,5 +286,9 @@ function requestFailure(err: unknown, timeoutMs: number): LeaseError {
     return new LeaseError("unavailable", "no dagnats-leases gateway is listening", { cause: err });
   }
   const message = err instanceof Error ? err.message : String(err);
+  if (name === "InvalidArgumentError" && message.includes("max_payload")) {
+    const why = "the request does not fit the NATS server's max_payload; nothing was sent";
+    return new LeaseError("payload_too_large", why, { cause: err });
+  }
   return new LeaseError("unavailable", `NATS request failed: ${message}`, { cause: err });
 }

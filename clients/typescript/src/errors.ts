@@ -8,7 +8,7 @@
 /**
  * The kinds a gateway answers with (docs/protocol.md, Error kinds), and
  * the client-side ones (`timeout` and, when no gateway answered,
- * `invalid`, `unavailable`, `internal`). A newer gateway may send a kind
+ * `invalid`, `unavailable`, `internal`, `payload_too_large`). A newer gateway may send a kind
  * not listed here: `kind` is then that string.
  */
 export type LeaseErrorKind =
@@ -45,7 +45,10 @@ export interface LeaseErrorDetails {
  * - `unavailable`: no gateway answers the subject, or the NATS connection failed;
  * - `timeout`: no reply in time; the call may or may not have taken effect;
  * - `internal`: a reply this library cannot read (not JSON, a missing
- *   field, a revision that is not a safe integer).
+ *   field, a revision that is not a safe integer);
+ * - `payload_too_large`: a forward whose request does not fit the
+ *   connection's `max_payload`, nothing was sent (the gateway answers the
+ *   same kind for a payload that does not fit its hop to the owner).
  *
  * @example
  * ```ts

@@ -193,6 +193,25 @@ describe("LeaseClient without a gateway", () => {
     assert.ok(performance.now() - started < 1_000, "no responders is known at once, not after the timeout");
   });
 
+  test("a forward too large for max_payload is kind payload_too_large and nothing is sent", async () => {
+    const subjects: string[] = [];
+    const spy = context.nc.subscribe("api.leases.>", {
+      callback: (_err, msg) => {
+        subjects.push(msg.subject);
+      },
+    });
+    await context.nc.flush();
+    // Base64 in the request makes it a third larger than max_payload.
+    const payload = new Uint8Array(Math.floor((context.nc.info!.max_payload * 3) / 4) + 1);
+    const err = await failsWith("payload_too_large", new LeaseClient(context.nc).forward("k", payload, 1_000));
+    assert.deepEqual([err.holder, err.revision], [null, null]);
+    // A last message on the same connection: had the forward left, it came first.
+    context.nc.publish("api.leases.sentinel");
+    await context.nc.flush();
+    spy.unsubscribe();
+    assert.deepEqual(subjects, ["api.leases.sentinel"]);
+  });
+
   test("a closed connection is kind unavailable", async () => {
     const closed = await connect({ servers: context.nats.url });
     await closed.close();

@@ -57,6 +57,12 @@ pub enum ClientError {
     /// No reply in time; the call may or may not have happened.
     #[error("no reply from the gateway within {0:?}")]
     Timeout(Duration),
+    /// The request does not fit the connection's `max_payload` (a forward's
+    /// payload, base64 in its request); nothing was sent. Its
+    /// [`kind`](ClientError::kind) is the gateway's for a payload that does
+    /// not fit the hop to the owner: `payload_too_large`.
+    #[error("the request does not fit the NATS server's max_payload: {0}")]
+    PayloadTooLarge(String),
     /// NATS itself failed (e.g. disconnected).
     #[error("NATS request failed: {0}")]
     Nats(String),
@@ -67,10 +73,12 @@ pub enum ClientError {
 }
 
 impl ClientError {
-    /// The wire kind, when the gateway answered with one.
+    /// The wire kind, when the gateway answered with one, and
+    /// `payload_too_large` for a request too large to send.
     pub fn kind(&self) -> Option<&Kind> {
         match self {
             ClientError::Lease { kind, .. } => Some(kind),
+            ClientError::PayloadTooLarge(_) => Some(&Kind::PayloadTooLarge),
             _ => None,
         }
     }
@@ -413,6 +421,7 @@ impl LeaseClient {
         let reply = reply.map_err(|err| match err.kind() {
             RequestErrorKind::NoResponders => ClientError::NoGateway,
             RequestErrorKind::TimedOut => ClientError::Timeout(timeout),
+            RequestErrorKind::MaxPayloadExceeded => ClientError::PayloadTooLarge(err.to_string()),
             _ => ClientError::Nats(err.to_string()),
         })?;
         Ok(reply.payload)

@@ -36,7 +36,7 @@ from ._names import (
     SUBJECT_RENEW,
     SUBJECT_TRANSFER,
 )
-from .errors import INTERNAL, TIMEOUT, UNAVAILABLE, LeaseError
+from .errors import INTERNAL, PAYLOAD_TOO_LARGE, TIMEOUT, UNAVAILABLE, LeaseError
 from .replies import Grant, LeaseList, Owner, Released
 
 FORWARD_MARGIN = 1.0
@@ -223,4 +223,6 @@ def _failure(err: BaseException | None, timeout: float) -> LeaseError:
         return LeaseError(UNAVAILABLE, "no dagnats-leases gateway answers (no responders)")
     if isinstance(err, (nats.errors.TimeoutError, asyncio.TimeoutError)):
         return LeaseError(TIMEOUT, f"no reply from the gateway within {timeout:g} s; the call may or may not have taken effect")
+    if isinstance(err, nats.errors.MaxPayloadError):
+        return LeaseError(PAYLOAD_TOO_LARGE, "the request does not fit the NATS server's max_payload; nothing was sent")
     return LeaseError(UNAVAILABLE, f"NATS request failed: {err!r}")

@@ -8,6 +8,9 @@ kinds of their own, the same in every dagnats-leases library:
 - ``unavailable``: no gateway answers the subject, or NATS failed.
 - ``timeout``: no reply in time; the call may or may not have taken effect.
 - ``internal``: a reply this library cannot read.
+- ``payload_too_large``: a forward whose request does not fit the
+  connection's ``max_payload``; nothing was sent. The gateway answers the
+  same kind for a payload that does not fit its hop to the owner.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ TIMEOUT = "timeout"
 """No reply within the client's timeout; the outcome is unknown."""
 INTERNAL = "internal"
 """A reply that cannot be read, or the gateway's own internal failure."""
+PAYLOAD_TOO_LARGE = "payload_too_large"
+"""A forward's payload too large for a NATS message, refused by this library
+before sending or by the gateway."""
 
 
 class LeaseError(Exception):

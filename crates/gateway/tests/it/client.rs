@@ -95,6 +95,37 @@ async fn no_gateway_is_reported_as_such() {
 }
 
 #[tokio::test]
+async fn a_forward_too_large_for_max_payload_is_payload_too_large_and_nothing_is_sent() {
+    use futures::StreamExt;
+    let server = NatsServer::start().await;
+    let client = common::client(&server.url).await;
+    let mut heard = client.subscribe("api.leases.*").await.unwrap();
+    common::settle(&client).await;
+    let leases = LeaseClient::new(client.clone());
+    // Base64 in the request makes it a third larger than max_payload.
+    let payload = Bytes::from(vec![b'x'; client.server_info().max_payload * 3 / 4 + 1]);
+    let err = leases
+        .forward("k", payload, Duration::from_millis(500))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ClientError::PayloadTooLarge(_)), "{err:?}");
+    assert_eq!(err.kind(), Some(&Kind::PayloadTooLarge));
+    // A last call that is sent, with nobody to answer it.
+    let quick = Duration::from_millis(300);
+    let owner = leases.with_timeout(quick).owner("k").await;
+    assert_eq!(owner, Err(ClientError::Timeout(quick)));
+    let first = heard
+        .next()
+        .await
+        .expect("the owner read reached the subject");
+    assert_eq!(
+        first.subject.as_str(),
+        "api.leases.owner",
+        "nothing before it"
+    );
+}
+
+#[tokio::test]
 async fn a_copy_tells_its_wait_only_where_it_changes_the_answer() {
     // A gateway that never answers: every copy of every call reaches it,
     // and it notes what each one said it still waits (`None`: nothing).

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use base64::Engine;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
@@ -177,5 +178,19 @@ pub async fn a_transfer_to_the_holder_itself_is_invalid_and_nothing_is_sent(ctx:
     let (k, h) = (&w.key, &w.holder);
     let transfer = json!({"key": k, "holder": h, "revision": 5, "to": h, "ttl_ms": 3000});
     w.refused("transfer", transfer).await;
+    w.nothing_sent().await;
+}
+
+pub async fn a_forward_too_large_for_max_payload_is_payload_too_large_and_nothing_is_sent(
+    ctx: &Ctx,
+) {
+    let w = Watched::start(ctx).await;
+    let payload = "x".repeat(ctx.spec.u64("payload_bytes") as usize);
+    let payload_b64 = base64::engine::general_purpose::STANDARD.encode(payload);
+    let forward = json!({"key": w.key, "payload_b64": payload_b64, "timeout_ms": 1000});
+    let err =
+        w.d.call_fails("forward", forward, "payload_too_large")
+            .await;
+    assert_names_no_owner(&err);
     w.nothing_sent().await;
 }

@@ -75,6 +75,7 @@ scenarios![
     bounds::a_forward_timeout_out_of_bounds_is_invalid_and_nothing_is_sent,
     bounds::a_list_limit_out_of_bounds_is_invalid_and_nothing_is_sent,
     bounds::a_transfer_to_the_holder_itself_is_invalid_and_nothing_is_sent,
+    bounds::a_forward_too_large_for_max_payload_is_payload_too_large_and_nothing_is_sent,
     client_kinds::no_gateway_is_unavailable,
     client_kinds::no_reply_within_the_client_timeout_is_timeout,
     client_kinds::an_unreadable_reply_is_internal,
