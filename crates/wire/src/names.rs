@@ -10,17 +10,28 @@ pub const BUCKET: &str = "leases";
 /// The stream behind the bucket, named by the standard KV layout.
 pub const STREAM: &str = "KV_leases";
 
-/// The stream's subjects: the records, and the read barrier below.
+/// The KV's subjects: one per key, the lease records (the standard KV
+/// layout, which the official KV clients read).
 pub const KEY_SUBJECTS: &str = "$KV.leases.>";
 
-/// Where a replicated bucket's reads are confirmed (see `store::bucket`):
-/// two tokens, so never a key, never republished as a change, never listed as a key.
-pub const READ_BARRIER_SUBJECT: &str = "$KV.leases._dagnats.read";
+/// The stream's other subjects: the barriers that confirm reads and lists,
+/// in the same stream as the keys (so only its leader commits them, in the
+/// keys' order) and outside the KV's key space (so no KV client, and no
+/// consumer of [`KEY_SUBJECTS`], ever sees one).
+pub const BARRIER_SUBJECTS: &str = "dagnats.leases.barrier.*";
+
+/// Where a replicated bucket's reads are confirmed (see `store::bucket`).
+pub const READ_BARRIER_SUBJECT: &str = "dagnats.leases.barrier.read";
 
 /// Where a list's snapshot is confirmed (see `store::snapshot`), apart
 /// from the reads' barrier: an owner read's barrier never replaces the one
-/// a list's consumer looks for. Two tokens, like [`READ_BARRIER_SUBJECT`].
-pub const LIST_BARRIER_SUBJECT: &str = "$KV.leases._dagnats.list";
+/// a list's consumer looks for.
+pub const LIST_BARRIER_SUBJECT: &str = "dagnats.leases.barrier.list";
+
+/// Where gateways before the barriers had subjects of their own put them,
+/// inside the KV's key space: an existing bucket's messages there are
+/// purged when the gateway adds [`BARRIER_SUBJECTS`] to it.
+pub const KEY_SPACE_BARRIER_SUBJECTS: &str = "$KV.leases._dagnats.>";
 
 /// "They use the queue group dagnats-leases, so exactly one dagnats instance
 /// handles each request."

@@ -7,11 +7,15 @@
 //! only on the first pass that finds it, so gateways started with different
 //! settings never rescale it back and forth: the last one started wins.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Value, json};
 
 use super::jsapi::{JetStream, code};
 use crate::settings::BucketSettings;
-use dagnats_leases_wire::names::{BUCKET, CHANGED_PREFIX, KEY_SUBJECTS, STREAM};
+use dagnats_leases_wire::names::{
+    BARRIER_SUBJECTS, BUCKET, CHANGED_PREFIX, KEY_SPACE_BARRIER_SUBJECTS, KEY_SUBJECTS, STREAM,
+};
 
 /// First server version with per-message TTL.
 pub(crate) const MIN_SERVER_VERSION: (u64, u64) = (2, 11);
@@ -74,7 +78,7 @@ fn required_config(
     let creating = base.get("name").is_none();
     let fields = json!({
         "name": STREAM,
-        "subjects": [KEY_SUBJECTS],
+        "subjects": [KEY_SUBJECTS, BARRIER_SUBJECTS],
         "max_msgs_per_subject": 1,
         "max_age": 0,
         "allow_rollup_hdrs": true,
@@ -118,9 +122,19 @@ fn check_immutable(config: &Value) -> Result<(), Refusal> {
             field("storage")
         )));
     }
-    if field("subjects") != json!([KEY_SUBJECTS]) {
+    // The KV's subjects alone (a bucket of an earlier gateway, which the
+    // update gives the barriers' subjects) or with the barriers'.
+    let subjects = field("subjects");
+    let subjects: BTreeSet<&str> = subjects
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let known = |wanted: &[&str]| subjects == wanted.iter().copied().collect();
+    if !known(&[KEY_SUBJECTS]) && !known(&[KEY_SUBJECTS, BARRIER_SUBJECTS]) {
         return Err(Refusal(format!(
-            "subjects are {}, expected [\"{KEY_SUBJECTS}\"]",
+            "subjects are {}, expected [\"{KEY_SUBJECTS}\", \"{BARRIER_SUBJECTS}\"]",
             field("subjects")
         )));
     }
@@ -170,8 +184,10 @@ pub(super) async fn provision(
     // Two passes: a stream created by another gateway between our info and
     // create calls is read and checked on the second.
     for _ in 0..2 {
+        // The state names the subjects of earlier gateways' barriers, if any.
+        let info_request = json!({"subjects_filter": KEY_SPACE_BARRIER_SUBJECTS});
         let info = match jetstream
-            .api(&format!("STREAM.INFO.{STREAM}"), &json!({}))
+            .api(&format!("STREAM.INFO.{STREAM}"), &info_request)
             .await
         {
             Ok(info) => info,
@@ -180,7 +196,14 @@ pub(super) async fn provision(
         match err_code(&info) {
             None => {
                 let existing = info["config"].clone();
-                return update(jetstream, settings, existing, scale, atomic).await;
+                let outcome = update(jetstream, settings, existing, scale, atomic).await?;
+                let leftovers = info["state"]["subjects"].as_object();
+                if matches!(outcome, Provisioned::Ready { .. })
+                    && leftovers.is_some_and(|subjects| !subjects.is_empty())
+                {
+                    purge_key_space_barriers(jetstream).await;
+                }
+                return Ok(outcome);
             }
             Some(code::STREAM_NOT_FOUND) => {}
             Some(_) => return unavailable(describe(&info)),
@@ -263,6 +286,33 @@ async fn update(
     }
 }
 
+/// Purges the barriers earlier gateways left among the KV's keys, where KV
+/// clients list them as keys. A purge by subject leaves the stream's
+/// sequence, hence every fence, as it is; a failed one is logged, and the
+/// next pass tries again.
+async fn purge_key_space_barriers(jetstream: &JetStream) {
+    let request = json!({"filter": KEY_SPACE_BARRIER_SUBJECTS});
+    let why = match jetstream
+        .api(&format!("STREAM.PURGE.{STREAM}"), &request)
+        .await
+    {
+        Ok(reply) if err_code(&reply).is_none() => {
+            tracing::info!(
+                stream = STREAM,
+                purged = reply["purged"].as_u64(),
+                "purged the barriers earlier gateways left among the bucket's keys"
+            );
+            return;
+        }
+        Ok(reply) => describe(&reply),
+        Err(reason) => reason,
+    };
+    tracing::warn!(
+        stream = STREAM,
+        "could not purge the barriers earlier gateways left among the bucket's keys: {why}"
+    );
+}
+
 /// Why a `STREAM.UPDATE` did not take.
 enum UpdateFailed {
     /// No answer (JetStream unreachable, timed out).
@@ -331,6 +381,37 @@ mod tests {
         assert!(first_seq(0) < 1 << 53, "exact in JSON");
         let far = clock * 2;
         assert_eq!(first_seq(far), far + 1);
+    }
+
+    #[test]
+    fn a_bucket_of_an_earlier_gateway_is_given_the_barrier_subjects() {
+        let earlier = json!({"name": STREAM, "storage": "file", "subjects": [KEY_SUBJECTS]});
+        assert_eq!(check_immutable(&earlier), Ok(()));
+        let settings = BucketSettings {
+            replicas: None,
+            marker_ttl: Duration::from_secs(5),
+            recheck: Duration::from_secs(10),
+            coalescing: COALESCING,
+        };
+        let updated = required_config(earlier, &settings, 0, false, true);
+        assert_eq!(
+            updated["subjects"],
+            json!(["$KV.leases.>", "dagnats.leases.barrier.*"])
+        );
+        assert_eq!(check_immutable(&updated), Ok(()));
+    }
+
+    #[test]
+    fn a_stream_with_subjects_of_its_own_is_refused() {
+        for subjects in [
+            json!(["$KV.leases.>", "other.>"]),
+            json!(["dagnats.leases.barrier.*"]),
+            json!(["$KV.leases.a"]),
+        ] {
+            let config = json!({"storage": "file", "subjects": subjects});
+            let err = check_immutable(&config).unwrap_err();
+            assert!(err.to_string().contains("subjects are"), "{err}");
+        }
     }
 
     #[test]

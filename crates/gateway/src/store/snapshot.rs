@@ -142,12 +142,12 @@ struct Created {
     error: Option<ApiError>,
 }
 
-/// The list's consumer: every key's last message (the barrier subject
-/// too: its message tells how far the stream got), in the server's memory
-/// on one replica, never acknowledged.
+/// The list's consumer: every key's last message, and the lists' barrier's
+/// (it tells how far the stream got), in the server's memory on one
+/// replica, never acknowledged.
 fn consumer_config() -> Value {
     json!({
-        "filter_subject": KEY_SUBJECTS,
+        "filter_subjects": [KEY_SUBJECTS, LIST_BARRIER_SUBJECT],
         "deliver_policy": "last_per_subject",
         "ack_policy": "none",
         "mem_storage": true,
@@ -214,7 +214,8 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, Failure
                 )));
             }
             start.saw(number, next.subject.as_str(), seq);
-            // The barrier subject has a token more than any key.
+            // A key is one token: a subject of more under the KV's prefix is
+            // none (the barriers of earlier gateways, until purged).
             if let Some(key) = next.subject.as_str().strip_prefix(prefix.as_str())
                 && !key.contains('.')
             {

@@ -35,7 +35,7 @@ struct State {
     upstream: String,
     connections: AtomicUsize,
     published: Mutex<Vec<String>>,
-    hold: Mutex<Option<(String, Hook)>>,
+    hold: Mutex<Option<(Vec<String>, Hook)>>,
 }
 
 impl Proxy {
@@ -61,13 +61,14 @@ impl Proxy {
         Proxy { url, state, accept }
     }
 
-    /// From now on, every publish whose subject starts with `prefix` reaches
-    /// the server only once `hook` has completed. The connection's later
+    /// From now on, every publish whose subject starts with one of
+    /// `prefixes` reaches the server only once `hook` has completed. The connection's later
     /// traffic overtakes the held publish, so the hook may itself call
     /// through the proxied client (a gateway serving the hook's requests)
     /// without a deadlock.
-    pub fn hold_publishes(&self, prefix: &str, hook: Hook) {
-        *self.state.hold.lock().unwrap() = Some((prefix.to_string(), hook));
+    pub fn hold_publishes(&self, prefixes: &[&str], hook: Hook) {
+        let prefixes = prefixes.iter().map(|p| p.to_string()).collect();
+        *self.state.hold.lock().unwrap() = Some((prefixes, hook));
     }
 
     /// From now on, publishes reach the server as they come; the ones
@@ -125,7 +126,11 @@ async fn relay(client: TcpStream, state: Arc<State>) {
             };
             state.published.lock().unwrap().push(subject.clone());
             let hook = match &*state.hold.lock().unwrap() {
-                Some((prefix, hook)) if subject.starts_with(prefix.as_str()) => Some(hook.clone()),
+                Some((prefixes, hook))
+                    if prefixes.iter().any(|p| subject.starts_with(p.as_str())) =>
+                {
+                    Some(hook.clone())
+                }
                 _ => None,
             };
             match hook {

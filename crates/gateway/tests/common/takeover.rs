@@ -75,7 +75,7 @@ impl Takeover {
                 .boxed()
             }
         };
-        proxy.hold_publishes(&format!("dagnats.lease.inbox.{OLD}."), Arc::new(hook));
+        proxy.hold_publishes(&[&format!("dagnats.lease.inbox.{OLD}.")], Arc::new(hook));
         Takeover {
             server,
             proxy,

@@ -15,7 +15,10 @@ async fn bucket_is_provisioned_as_the_contract_says() {
     let info = stream_info(&s.client).await;
     let config = &info["config"];
     assert_eq!(config["name"], "KV_leases");
-    assert_eq!(config["subjects"], json!(["$KV.leases.>"]));
+    assert_eq!(
+        config["subjects"],
+        json!(["$KV.leases.>", "dagnats.leases.barrier.*"])
+    );
     assert_eq!(config["max_msgs_per_subject"], 1);
     assert_eq!(config["allow_msg_ttl"], true);
     assert_eq!(config["subject_delete_marker_ttl"], 5_000_000_000u64);
@@ -41,7 +44,13 @@ async fn assert_refused(config: Value, reason: &str) {
     let server = NatsServer::start().await;
     let c = client(&server.url).await;
     create_stream(&c, config).await;
-    let before = stream_info(&c).await["config"].clone();
+    assert_refused_on(&server, &c, reason).await;
+}
+
+/// A gateway started on `server`, whose `KV_leases` exists, refuses it for
+/// `reason` and leaves it as it was.
+async fn assert_refused_on(server: &NatsServer, c: &async_nats::Client, reason: &str) {
+    let before = stream_info(c).await["config"].clone();
     let mut gateway = Gateway::spawn(&server.url, &[], &[]);
     let status = gateway
         .wait_exit(Duration::from_secs(15))
@@ -55,7 +64,7 @@ async fn assert_refused(config: Value, reason: &str) {
     );
     assert!(log.contains(reason), "{log}");
     assert_eq!(
-        stream_info(&c).await["config"],
+        stream_info(c).await["config"],
         before,
         "the stream was touched"
     );
@@ -72,6 +81,97 @@ async fn existing_bucket_on_memory_storage_is_refused() {
 async fn existing_stream_with_other_subjects_is_refused() {
     let config = json!({"name": "KV_leases", "subjects": ["something.else.>"], "storage": "file"});
     assert_refused(config, "subjects").await;
+}
+
+/// The stream as gateways made it before the barriers had subjects of
+/// their own.
+fn earlier_gateways_stream() -> Value {
+    json!({"name": "KV_leases", "subjects": ["$KV.leases.>"], "storage": "file",
+        "max_msgs_per_subject": 1, "max_age": 0, "allow_rollup_hdrs": true,
+        "allow_direct": false, "allow_msg_ttl": true,
+        "subject_delete_marker_ttl": 5_000_000_000u64,
+        "republish": {"src": "$KV.leases.*", "dest": "dagnats.lease.changed.{{wildcard(1)}}"},
+        "discard": "new", "deny_delete": true, "num_replicas": 1, "allow_atomic": true})
+}
+
+#[tokio::test]
+async fn a_bucket_of_earlier_gateways_gets_the_barrier_subjects_in_place_and_loses_their_barriers()
+{
+    let server = NatsServer::start().await;
+    let c = client(&server.url).await;
+    create_stream(&c, earlier_gateways_stream()).await;
+    // A lease, and the barriers earlier gateways wrote among the keys.
+    let written_at = time::OffsetDateTime::now_utc();
+    let seq = common::records::write_lease(&c, "k", "h", 60_000, written_at, 60).await;
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert(
+        "Nats-Expected-Last-Subject-Sequence",
+        seq.to_string().as_str(),
+    );
+    headers.insert(
+        "Nats-Expected-Last-Subject-Sequence-Subject",
+        "$KV.leases.k",
+    );
+    for (subject, headers) in [
+        ("$KV.leases._dagnats.read", headers),
+        ("$KV.leases._dagnats.list", async_nats::HeaderMap::new()),
+    ] {
+        let ack = c
+            .request_with_headers(subject, headers, "".into())
+            .await
+            .unwrap();
+        let ack: Value = serde_json::from_slice(&ack.payload).unwrap();
+        assert!(ack["seq"].as_u64().is_some(), "{ack}");
+    }
+    let before = stream_info(&c).await;
+
+    let gateway = Gateway::start(&server.url).await;
+    let after = stream_info(&c).await;
+    assert_eq!(
+        after["created"], before["created"],
+        "updated, not recreated"
+    );
+    assert_eq!(
+        after["config"]["subjects"],
+        json!(["$KV.leases.>", "dagnats.leases.barrier.*"])
+    );
+    let leftovers = js_api(
+        &c,
+        "STREAM.INFO.KV_leases",
+        json!({"subjects_filter": "$KV.leases._dagnats.>"}),
+    )
+    .await;
+    assert!(
+        leftovers["state"].get("subjects").is_none(),
+        "the earlier barriers were purged: {leftovers}"
+    );
+    assert!(gateway.log.text().contains("purged the barriers"));
+    assert_eq!(
+        after["state"]["last_seq"], before["state"]["last_seq"],
+        "the sequence, hence every fence, is where it was"
+    );
+    // The lease is served as it was, and its next fence is above them all.
+    let owner = common::call(&c, "owner", json!({"key": "k"})).await;
+    assert_eq!(
+        (&owner["holder"], &owner["revision"]),
+        (&json!("h"), &json!(seq)),
+        "{owner}"
+    );
+    let renew = json!({"key": "k", "holder": "h", "revision": seq, "ttl_ms": 60_000});
+    let renewed = common::call(&c, "renew", renew).await;
+    let last = before["state"]["last_seq"].as_u64().unwrap();
+    assert!(renewed["revision"].as_u64().unwrap() > last, "{renewed}");
+}
+
+#[tokio::test]
+async fn a_bucket_whose_barrier_subjects_another_stream_captures_is_refused() {
+    let server = NatsServer::start().await;
+    let c = client(&server.url).await;
+    let other = json!({"name": "OTHER", "subjects": ["dagnats.leases.>"], "storage": "file"});
+    let created = js_api(&c, "STREAM.CREATE.OTHER", other).await;
+    assert!(created.get("error").is_none(), "{created}");
+    create_stream(&c, earlier_gateways_stream()).await;
+    assert_refused_on(&server, &c, "subjects overlap").await;
 }
 
 #[tokio::test]

@@ -791,8 +791,9 @@ async fn acquire_behind_late_writes(headers: async_nats::HeaderMap) -> (Value, D
     // Due 9 s ago by the record; the server keeps it 30 s.
     let seq = common::records::write_lease(&client, "slow", "b", 1_000, written_at, 30).await;
     let late = Duration::from_millis(2_500);
+    // Its writes, and the barriers confirming its reads.
     proxy.hold_publishes(
-        "$KV.leases.",
+        &["$KV.leases.", "dagnats.leases.barrier."],
         Arc::new(move || Box::pin(tokio::time::sleep(late))),
     );
     let acquire = json!({"key": "slow", "holder": "a", "ttl_ms": 30_000});

@@ -378,7 +378,7 @@ async fn a_renew_acknowledged_too_late_leaves_nothing_held_and_its_retry_is_lost
     let seq = common::records::write_lease(&c, "k", "a", 1_000, now, 30).await;
     let late = tokio::time::Instant::now() + Duration::from_millis(900);
     proxy.hold_publishes(
-        "$KV.leases.k",
+        &["$KV.leases.k"],
         std::sync::Arc::new(move || Box::pin(tokio::time::sleep_until(late))),
     );
     let renew = json!({"key": "k", "holder": "a", "revision": seq, "ttl_ms": 30_000});

@@ -11,10 +11,12 @@ use crate::common::{Setup, call};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-/// Counts what a call sends to JetStream: leader reads and key writes.
+/// Counts what a call sends to JetStream: leader reads, and key writes and
+/// barriers.
 struct Tap {
     reads: async_nats::Subscriber,
     writes: async_nats::Subscriber,
+    barriers: async_nats::Subscriber,
 }
 
 impl Tap {
@@ -30,11 +32,16 @@ impl Tap {
             .await
             .unwrap();
         let writes = client.subscribe("$KV.leases.>").await.unwrap();
+        let barriers = client.subscribe("dagnats.leases.barrier.*").await.unwrap();
         dagnats_leases_testkit::nats::settle(client).await;
-        Tap { reads, writes }
+        Tap {
+            reads,
+            writes,
+            barriers,
+        }
     }
 
-    /// (reads, writes) since the last count.
+    /// (reads, writes and barriers) since the last count.
     async fn count(&mut self) -> (usize, usize) {
         async fn drain(sub: &mut async_nats::Subscriber) -> usize {
             let mut n = 0;
@@ -45,7 +52,8 @@ impl Tap {
             }
             n
         }
-        (drain(&mut self.reads).await, drain(&mut self.writes).await)
+        let writes = drain(&mut self.writes).await + drain(&mut self.barriers).await;
+        (drain(&mut self.reads).await, writes)
     }
 }
 
