@@ -25,6 +25,7 @@ mod http_forward;
 mod http_leases;
 mod http_ops;
 mod http_schemathesis;
+mod kv_clients;
 mod leases;
 mod list;
 mod list_load;
