@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::jsapi::{ApiError, Failure, JetStream, code};
 use super::pull::{Delivery, Pulled, Stall, ToTheEnd};
 use crate::metrics;
-use dagnats_leases_wire::names::{KEY_SUBJECTS, LIST_BARRIER_SUBJECT, STREAM, key_subject};
+use dagnats_leases_wire::names::{LIST_BARRIER_SUBJECT, STREAM, key_subject};
 use dagnats_leases_wire::record::{ENTRY_HEADERS, Entry, decode_entry};
 
 /// One key of a snapshot: its last message's sequence, and the entry that
@@ -142,13 +142,14 @@ struct Created {
     error: Option<ApiError>,
 }
 
-/// The list's consumer: every key's last message, and the lists' barrier's
-/// (it tells how far the stream got), in the server's memory on one
-/// replica, never acknowledged.
+/// The list's consumer: every message of the stream, which keeps one per
+/// subject, so each key's last, the lists' barrier's (it tells how far the
+/// stream got) and the reads' barrier's (skipped), in the server's memory
+/// on one replica, never acknowledged. Unfiltered, the server walks the
+/// stream without matching subjects.
 fn consumer_config() -> Value {
     json!({
-        "filter_subjects": [KEY_SUBJECTS, LIST_BARRIER_SUBJECT],
-        "deliver_policy": "last_per_subject",
+        "deliver_policy": "all",
         "ack_policy": "none",
         "mem_storage": true,
         "num_replicas": 1,
@@ -214,8 +215,8 @@ async fn attempt(jetstream: &JetStream, barrier: u64) -> Result<Attempt, Failure
                 )));
             }
             start.saw(number, next.subject.as_str(), seq);
-            // A key is one token: a subject of more under the KV's prefix is
-            // none (the barriers of earlier gateways, until purged).
+            // A key is one token under the KV's prefix: the barriers are
+            // elsewhere, and earlier gateways' had two (until purged).
             if let Some(key) = next.subject.as_str().strip_prefix(prefix.as_str())
                 && !key.contains('.')
             {
