@@ -1,8 +1,10 @@
-//! The one caller of JetStream: every `$JS.API.*` request, every publish
-//! whose acknowledgement JetStream sends, and the pulls of a list's
-//! consumer, each bounded by one of the timeouts below. It reports what
-//! came back in JetStream's own terms ([`Failure`], [`ApiError`], [`code`]);
-//! what they mean to the core is decided in `bucket.rs`.
+//! The one caller of JetStream, for the bucket and the tenure history
+//! alike: every `$JS.API.*` request, direct get and consumer pull, and
+//! every publish whose acknowledgement JetStream sends, each bounded by
+//! one of the timeouts below. It reports what came back in JetStream's own
+//! terms ([`Failure`], [`ApiError`], [`code`]); what that means to the
+//! core is decided in `bucket.rs` (its `StoreError`), and to the history
+//! in `history/`.
 //!
 //! What "no responders" means depends on the subject (no JetStream, no
 //! stream leader, no stream capturing a key), so it is reported as such and
