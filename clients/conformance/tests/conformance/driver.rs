@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use crate::library::Library;
 use crate::recorder::Recorder;
-use crate::transcript::Transcript;
+use crate::transcript::{Transcript, clipped};
 
 /// How long a driver may take to print its `ready` line (an interpreter
 /// loading its modules on a loaded machine).
@@ -195,7 +195,7 @@ impl Driver {
 
     /// Sends `op`; its `ok` answer (an error answer fails the scenario).
     pub async fn ok(&self, op: Value) -> Value {
-        let shown = op.to_string();
+        let shown = clipped(&op.to_string());
         self.request(op)
             .await
             .unwrap_or_else(|err| panic!("{}: {shown} answered {err:?}", self.label))
@@ -215,7 +215,7 @@ impl Driver {
 
     /// One call that must fail with `kind`; its error.
     pub async fn call_fails(&self, method: &str, args: Value, kind: &str) -> DriverError {
-        let shown = args.to_string();
+        let shown = clipped(&args.to_string());
         match self.call(method, args).await {
             Ok(ok) => panic!("{}: {method} {shown} answered {ok}, not {kind}", self.label),
             Err(err) => {

@@ -6,6 +6,22 @@ use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
 
+/// The most of one line a failure report shows: a forward's payload can
+/// make a request line a megabyte.
+const SHOWN_BYTES: usize = 1000;
+
+/// `text`, cut after [`SHOWN_BYTES`] with how much was left out.
+pub fn clipped(text: &str) -> String {
+    if text.len() <= SHOWN_BYTES {
+        return text.to_string();
+    }
+    let end = (0..=SHOWN_BYTES)
+        .rev()
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(0);
+    format!("{}... ({} bytes in all)", &text[..end], text.len())
+}
+
 #[derive(Clone)]
 pub struct Transcript(Arc<Inner>);
 
@@ -25,7 +41,7 @@ impl Transcript {
     /// One line from `who` (a driver's label, or `runner`).
     pub fn note(&self, who: &str, what: impl AsRef<str>) {
         let at = self.secs(Instant::now());
-        let line = format!("{at:8.3}s {who:>6} {}", what.as_ref());
+        let line = format!("{at:8.3}s {who:>6} {}", clipped(what.as_ref()));
         self.0.lines.lock().unwrap().push(line);
     }
 
