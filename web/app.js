@@ -24,7 +24,7 @@ timeline.onSegmentOpen((key, fence) => detail.openKey(key, fence, () => {
   timeline.focusSegment(key, fence);
   return document.activeElement;
 }));
-timeline.onDrawn((tenures) => groups.render(tenures, timeline.describe()));
+timeline.onDrawn((tenures) => groups.render(tenures, timeline.during()));
 live.onChange((event, entry) => detail.changed(entry.key));
 live.onDrop(timeline.forget);
 

@@ -8,16 +8,18 @@ import * as table from './table.js';
 const KEEP = 5000;
 const LOG_MAX = 300;
 
-// {event, key, revision, holder, previous, since, at}, oldest first.
+// {event, key, revision, holder, previous, since, held, at}, oldest first.
 export const seen = [];
 
 function entryOf(event, data) {
-  const acquiredAt = data.acquired_at || data.lease?.acquired_at;
+  // A release names no start: the lease the page holds for the key does.
+  const acquiredAt = data.acquired_at || data.lease?.acquired_at || table.lease(data.key)?.acquired_at;
   return {
     event, key: data.key, revision: data.revision,
     holder: data.holder || table.lease(data.key)?.holder || null,
     previous: data.previous_holder || null,
     since: acquiredAt ? Date.parse(acquiredAt) : null,
+    held: table.lease(data.key)?.revision ?? null, // the revision the page showed until this change
     at: data.at ? Date.parse(data.at) : Date.now(),
   };
 }

@@ -67,12 +67,12 @@ function shardGroups(windowTenures) {
   return [...found.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
 }
 
-function handoverList(group, windowName) {
+function handoverList(group, during) {
   const section = document.createElement('div');
   section.className = 'handovers';
   const n = group.handovers.length;
   const title = document.createElement('p');
-  title.textContent = `${n} hand-over${n === 1 ? '' : 's'} in the ${windowName}` + (n > HANDOVERS_SHOWN ? `, the newest ${HANDOVERS_SHOWN}:` : n ? ':' : '.');
+  title.textContent = `${n} hand-over${n === 1 ? '' : 's'} ${during}` + (n > HANDOVERS_SHOWN ? `, the newest ${HANDOVERS_SHOWN}:` : n ? ':' : '.');
   const list = document.createElement('ol');
   for (const h of group.handovers.slice(0, HANDOVERS_SHOWN)) {
     const li = document.createElement('li');
@@ -84,7 +84,7 @@ function handoverList(group, windowName) {
   return section;
 }
 
-function groupView(group, windowName) {
+function groupView(group, during) {
   const owned = new Set([...group.owners.values()].flat());
   const free = [...group.seen].filter((shard) => !owned.has(shard)).sort(numerically);
   const holders = [...new Set([...group.members, ...group.owners.keys()])].sort();
@@ -101,17 +101,17 @@ function groupView(group, windowName) {
     const shards = (group.owners.get(holder) || []).sort(numerically);
     return line(holder + (group.members.has(holder) ? '' : ' (not a member)'), shards);
   }).concat(free.length ? [line('no owner', free, 'warn')] : []));
-  div.append(title, owners, handoverList(group, windowName));
+  div.append(title, owners, handoverList(group, during));
   return div;
 }
 
 // Redrawn with the timeline; the page is touched only when what it shows
 // changed.
-export function render(windowTenures, windowName) {
+export function render(windowTenures, during) {
   const groups = shardGroups(windowTenures);
-  const signature = JSON.stringify([windowName, groups.map((g) => [g.name, [...g.members], [...g.owners], [...g.seen], g.handovers])]);
+  const signature = JSON.stringify([during, groups.map((g) => [g.name, [...g.members], [...g.owners], [...g.seen], g.handovers])]);
   if (signature === drawn) return;
   drawn = signature;
-  $('groups').replaceChildren(...groups.map((g) => groupView(g, windowName)));
+  $('groups').replaceChildren(...groups.map((g) => groupView(g, during)));
   $('no-groups').hidden = groups.length > 0;
 }

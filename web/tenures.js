@@ -50,7 +50,8 @@ export async function fetchHistory({ key, since, until, max = CAP }, signal, onP
   return { tenures, capped: Boolean(before) };
 }
 
-// The end of a tenure the page saw begin before it opened.
+// The end of a tenure that began before the page opened; its start is
+// known when the page held the lease.
 const ENDS_ONLY = { tenure: null, latest: null, from: null, renewals: null, previous: null, endsOnly: true };
 
 // What the page has seen live, per key, oldest first: the seen changes,
@@ -83,7 +84,7 @@ export function liveTenures(wanted = () => true) {
       if (l.open.renewals !== null) l.open.renewals += 1;
     } else if (e.event === 'released' || e.event === 'expired') {
       // An end whose start the page never saw ends a tenure of the history.
-      if (!l.open) l.done.push({ ...ENDS_ONLY, key: e.key, holder: e.holder, to: e.at, end: e.event, endRevision: e.revision });
+      if (!l.open) l.done.push({ ...ENDS_ONLY, key: e.key, holder: e.holder, latest: e.held, from: e.since, to: e.at, end: e.event, endRevision: e.revision });
       close(l, e.at, e.event, e.revision);
     }
   }
@@ -120,8 +121,11 @@ export function join(history, live) {
   const out = history.map((t) => ({ ...t }));
   for (const t of live) {
     if (t.endsOnly) {
-      const open = out.find((h) => h.to === null && h.from <= t.to && (!t.holder || h.holder === t.holder));
-      if (open) Object.assign(open, { to: t.to, end: t.end, endRevision: t.endRevision });
+      const open = out.find((h) => (t.from !== null && same(h, t)) ||
+        (h.to === null && h.from <= t.to && (!t.holder || h.holder === t.holder)));
+      if (open && open.to === null) Object.assign(open, { to: t.to, end: t.end, endRevision: t.endRevision });
+      // Its start is known from the lease the page held: drawn whole.
+      else if (!open && t.from !== null) out.push({ ...t, endsOnly: false });
       continue;
     }
     const known = out.find((h) => same(h, t));

@@ -56,6 +56,13 @@ export function describe(now = Date.now()) {
   return `last ${ago(end - start)}`;
 }
 
+// The window as the end of a sentence: "in the last hour", "from … to …
+// UTC", "seen live".
+export function during(now = Date.now()) {
+  if (choice.kind === 'live') return 'seen live';
+  return choice.kind === 'range' ? `from ${describe(now)}` : `in the ${describe(now)}`;
+}
+
 // Every key's tenures in the window, history joined with live, oldest
 // first; `wanted` picks the keys.
 export function tenures(wanted = () => true) {

@@ -331,7 +331,7 @@ async fn the_dashboard_shows_who_holds_what_live() {
         s.row_exists("shard-7")
     })
     .await;
-    s.screenshot("dashboard.png").await;
+    s.screenshot("dashboard-live.png").await;
     assert_eq!(
         s.console_errors().await,
         Vec::<String>::new(),

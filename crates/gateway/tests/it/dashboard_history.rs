@@ -15,12 +15,16 @@ const ESCAPE: &str = "\u{E00C}";
 const ENTER: &str = "\u{E007}";
 
 /// `Some` once `done` is, `None` to try again when the element it acted on
-/// had been replaced: the timeline redraws its segments every second.
+/// was being replaced: the timeline redraws its segments every second.
 fn unless_stale(what: &str, done: Result<(), fantoccini::error::CmdError>) -> Option<()> {
+    use fantoccini::error::{CmdError, ErrorStatus};
     match done {
         Ok(()) => Some(()),
-        Err(fantoccini::error::CmdError::Standard(e))
-            if e.error == fantoccini::error::ErrorStatus::StaleElementReference =>
+        Err(CmdError::Standard(e))
+            if matches!(
+                e.error,
+                ErrorStatus::StaleElementReference | ErrorStatus::ElementNotInteractable
+            ) =>
         {
             None
         }
@@ -163,6 +167,16 @@ async fn choose(s: &Session, value: &str) -> Value {
     .await
 }
 
+/// Chooses the range `from` to `to` (`YYYY-MM-DDTHH:MM:SS`, UTC).
+async fn choose_range(s: &Session, from: &str, to: &str) {
+    choose(s, "custom").await;
+    s.js(&format!(
+        "document.getElementById('range-from').value = '{from}'; document.getElementById('range-to').value = '{to}'; \
+         document.getElementById('range').requestSubmit(); return true"
+    ))
+    .await;
+}
+
 async fn status(s: &Session) -> String {
     let text = s.js("return document.getElementById('timeline-status').textContent");
     text.await.as_str().unwrap().to_string()
@@ -240,8 +254,10 @@ async fn a_past_window_is_drawn_from_the_history_with_the_live_changes_joined_on
     )
     .await;
 
-    // Back to live: the page's own window again.
+    // Back to live: the page's own window again, where the tenure it saw
+    // end (but not begin) is drawn whole, from the lease it held.
     choose(&s, "live").await;
+    assert_eq!(lane(&s, "leader").await, drawn(&ended[..1]));
     let title = s
         .js("return document.getElementById('timeline-title').textContent")
         .await;
@@ -299,12 +315,7 @@ async fn a_custom_range_draws_the_tenures_that_overlap_it_and_no_other() {
     tenures(&http, "late", 0, 1).await;
 
     let s = Session::open(&http).await;
-    choose(&s, "custom").await;
-    s.js(&format!(
-        "document.getElementById('range-from').value = '{from}'; document.getElementById('range-to').value = '{to}'; \
-         document.getElementById('range').requestSubmit(); return true"
-    ))
-    .await;
+    choose_range(&s, &from, &to).await;
     poll_until("the range drawn", Duration::from_secs(10), || async {
         lane(&s, "early").await == drawn(&early) && status(&s).await.is_empty()
     })
@@ -324,11 +335,7 @@ async fn a_custom_range_draws_the_tenures_that_overlap_it_and_no_other() {
         ))
     );
     // A range that ends before it starts is refused, and the window stays.
-    s.js(&format!(
-        "document.getElementById('range-from').value = '{to}'; document.getElementById('range-to').value = '{from}'; \
-         document.getElementById('range').requestSubmit(); return true"
-    ))
-    .await;
+    choose_range(&s, &to, &from).await;
     assert_eq!(status(&s).await, "The range needs a start before its end.");
     assert_eq!(lane(&s, "early").await, drawn(&early));
     assert_eq!(s.console_errors().await, Vec::<String>::new());
@@ -527,6 +534,27 @@ async fn shard_groups_show_their_hand_overs_over_the_window_from_the_history() {
             if n == 1 { "" } else { "s" }
         ))
     );
+    // The group's life as a range, the README's picture.
+    let first = http.get("/v1/history?prefix=jobs-").await.body["tenures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["acquired_at"].as_str().unwrap().to_string())
+        .min()
+        .unwrap();
+    let now = time::OffsetDateTime::now_utc() + time::Duration::SECOND;
+    let rfc3339 = &time::format_description::well_known::Rfc3339;
+    choose_range(
+        &s,
+        &to_second(&first, false),
+        &to_second(&now.format(rfc3339).unwrap(), true),
+    )
+    .await;
+    poll_until("the range drawn", Duration::from_secs(10), || async {
+        s.js(shown).await == json!(expected) && status(&s).await.is_empty()
+    })
+    .await;
+    s.screenshot("dashboard.png").await;
     // Live, this page saw none of them.
     choose(&s, "live").await;
     poll_until("no hand-over live", Duration::from_secs(5), || async {
