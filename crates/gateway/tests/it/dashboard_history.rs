@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use crate::common::lease_ops::{acquire, release, renew, transfer};
+use crate::common::tenants::{ADMIN_TOKEN, DASHBOARD_TOKEN, Tenants};
 use crate::common::{Gateway, Http, NatsServer, call, client, eventually};
 use crate::dashboard::{Member, Session, poll_until, shard_owners};
 use fantoccini::Locator;
@@ -165,6 +166,30 @@ async fn choose(s: &Session, value: &str) -> Value {
          return [document.getElementById('timeline-status').textContent, document.getElementById('timeline').getAttribute('aria-busy')]"
     ))
     .await
+}
+
+/// The dashboard opened on `http`'s gateway, given `token` when it asks.
+async fn open_with_token(http: &Http, token: &str) -> Session {
+    let s = Session::start().await;
+    s.browser.goto(&format!("{}/", http.base)).await.unwrap();
+    poll_until("the token prompt", Duration::from_secs(10), || async {
+        s.js("return document.getElementById('token-dialog').open")
+            .await
+            == true
+    })
+    .await;
+    s.give_token(token).await;
+    s.until_live("the stream with the token", Duration::from_secs(10))
+        .await;
+    s
+}
+
+/// The console's errors but the requests refused before the page had its
+/// token, which the browser logs.
+async fn errors_once_authorized(s: &Session) -> Vec<String> {
+    let unauthorized = "the server responded with a status of 401 (Unauthorized)\"";
+    let errors = s.console_errors().await.into_iter();
+    errors.filter(|e| !e.ends_with(unauthorized)).collect()
 }
 
 /// Chooses the range `from` to `to` (`YYYY-MM-DDTHH:MM:SS`, UTC).
@@ -639,31 +664,14 @@ async fn with_a_read_token_the_dashboard_reads_the_history() {
     let http = Http::of(&gateway).await.with_token("wr1te");
     let nats = client(&server.url).await;
     let past = five_tenures(&nats, &http).await;
-    let s = Session::start().await;
-    s.browser.goto(&format!("{}/", http.base)).await.unwrap();
-    poll_until("the token prompt", Duration::from_secs(10), || async {
-        s.js("return document.getElementById('token-dialog').open")
-            .await
-            == true
-    })
-    .await;
-    s.give_token("r3ad").await;
-    s.until_live("the stream with the read token", Duration::from_secs(10))
-        .await;
+    let s = open_with_token(&http, "r3ad").await;
     choose(&s, "3600").await;
     poll_until("the history drawn", Duration::from_secs(10), || async {
         lane(&s, "leader").await == drawn(&past)
     })
     .await;
     assert_eq!(status(&s).await, "");
-    // The browser logs the requests refused before the token was given.
-    let errors: Vec<String> = s
-        .console_errors()
-        .await
-        .into_iter()
-        .filter(|e| !e.ends_with("the server responded with a status of 401 (Unauthorized)\""))
-        .collect();
-    assert_eq!(errors, Vec::<String>::new());
+    assert_eq!(errors_once_authorized(&s).await, Vec::<String>::new());
 }
 
 #[tokio::test]
@@ -698,4 +706,45 @@ async fn a_window_with_more_tenures_than_the_page_fetches_says_so() {
         .await;
     assert_eq!(asked, json!(["50"]), "one page, no more than the cap");
     assert_eq!(s.console_errors().await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn under_a_policy_a_read_only_token_looks_back_at_its_own_keys_only() {
+    let t = Tenants::start().await;
+    let a = t.hold("alice", "team-a-leader", "a1").await;
+    let (released, _) = t
+        .call(
+            "alice",
+            "release",
+            release("team-a-leader", "a1", &a["revision"]),
+        )
+        .await;
+    assert_eq!(released["released"], true, "{released}");
+    t.hold("alice", "team-a-leader", "a2").await;
+    t.hold("bob", "team-b-leader", "b1").await;
+    let http = Http::of(&t.gateways[0]).await;
+    let admin = http.with_token(ADMIN_TOKEN);
+    let past = tenures(&admin, "team-a-leader", 1, 1).await;
+    tenures(&admin, "team-b-leader", 0, 1).await;
+
+    let s = open_with_token(&http, DASHBOARD_TOKEN).await;
+    choose(&s, "600").await;
+    poll_until(
+        "team A's history drawn",
+        Duration::from_secs(10),
+        || async { lane(&s, "team-a-leader").await == drawn(&past) && status(&s).await.is_empty() },
+    )
+    .await;
+    assert_eq!(
+        s.js(LANES_JS).await,
+        json!(["team-a-leader"]),
+        "no other team's key"
+    );
+    s.js("document.querySelector('#leases tr[data-key=\"team-a-leader\"]').click(); return true")
+        .await;
+    poll_until("its tenures", Duration::from_secs(10), || async {
+        s.js(TENURE_ROWS_JS).await == tenure_rows(&past)
+    })
+    .await;
+    assert_eq!(errors_once_authorized(&s).await, Vec::<String>::new());
 }
