@@ -12,6 +12,9 @@ import { CAP, fetchHistory, joinAll, liveTenures } from './tenures.js';
 const LIVE_MS = 5 * 60 * 1000;
 const MIN_LIVE_MS = 10_000;
 const MAX_LANES = 30;
+// A key whose holder changed more times than this in the window flaps, as
+// the gateway's `dagnats_key_flapping` counts (docs/protocol.md, Tenure history).
+const FLAP_CHANGES = 5;
 const LANE_H = 22, AXIS_H = 20, LANE_LABEL_W = 120;
 // A tenure is never drawn narrower than this, so a fresh one can be seen,
 // pointed at and focused; the older ones before it in its lane give way.
@@ -174,24 +177,34 @@ export function segmentDetail(key, s, now) {
     (s.end ? `, ${s.end}` : '');
 }
 
+// Times the holder changed from one tenure to the next within the window.
+function changes(segs, start) {
+  let n = 0;
+  for (let i = 1; i < segs.length; i++) if (segs[i].from >= start && segs[i].holder !== segs[i - 1].holder) n += 1;
+  return n;
+}
+
 // The lanes to draw: keys the filter lets through (by key or by any of
-// their holders), the most recently active first, at most MAX_LANES, by key.
-function lanes(all, now) {
+// their holders), flapping ones first, then the most recently active, at
+// most MAX_LANES, by key.
+function lanes(all, now, start) {
   const filter = table.filterText();
   const picked = [];
   for (const [key, segs] of all) {
     if (filter && !table.matches(key, '') && !segs.some((s) => table.matches(key, s.holder || ''))) continue;
-    picked.push({ key, segs, last: Math.max(...segs.map((s) => s.to ?? now)) });
+    const changed = changes(segs, start);
+    picked.push({ key, segs, changed, flapping: changed > FLAP_CHANGES, last: Math.max(...segs.map((s) => s.to ?? now)) });
   }
-  picked.sort((a, b) => b.last - a.last || (a.key < b.key ? -1 : 1));
-  return { total: picked.length, shown: picked.slice(0, MAX_LANES).sort((a, b) => (a.key < b.key ? -1 : 1)) };
+  picked.sort((a, b) => b.flapping - a.flapping || b.last - a.last || (a.key < b.key ? -1 : 1));
+  const flapping = picked.filter((l) => l.flapping);
+  return { total: picked.length, flapping, shown: picked.slice(0, MAX_LANES).sort((a, b) => (a.key < b.key ? -1 : 1)) };
 }
 
 export function draw() {
   const now = Date.now();
   const [start, end] = bounds(now);
   const all = tenures();
-  const { total, shown } = lanes(all, now);
+  const { total, flapping, shown } = lanes(all, now, start);
   const width = Math.max(300, $('timeline').clientWidth);
   const left = LANE_LABEL_W, right = width - 2;
   const x = (t) => left + ((Math.min(Math.max(t, start), end) - start) / (end - start)) * (right - left);
@@ -207,7 +220,11 @@ export function draw() {
   shown.forEach((lane, i) => {
     const y = i * LANE_H;
     const key = escapeXml(lane.key);
-    parts.push(`<text x="0" y="${y + 15}" class="lane">${key}</text>`);
+    const label = `<text x="0" y="${y + 15}" class="lane">${key}</text>`;
+    parts.push(lane.flapping
+      ? `<g class="flapping" data-key="${key}" data-changes="${lane.changed}"><title>${key}: its holder changed ${lane.changed} times in this window</title>` +
+        `${label}<text class="flap-mark" x="${textWidth(lane.key) + 3}" y="${y + 15}">⚠</text></g>`
+      : label);
     for (const { s, x0, x1 } of place(lane.segs, x, left, right, Math.min(end, now))) {
       const label = `${s.holder || '?'} @ ${fenceOf(s)}`;
       const detail = escapeXml(segmentDetail(lane.key, s, now));
@@ -242,6 +259,10 @@ export function draw() {
   box.setAttribute('aria-busy', String(loaded.loading));
   $('timeline-title').textContent = `Ownership, ${describe(now)}`;
   $('timeline-status').textContent = status();
+  $('timeline-flapping').textContent = flapping.length
+    ? `Flapping (holder changed more than ${FLAP_CHANGES} times in this window): ` +
+      flapping.map((l) => `${l.key} (${l.changed})`).join(', ') + '.'
+    : '';
   $('timeline-lanes').textContent = total > shown.length
     ? `${shown.length} of ${total} keys drawn (the most recently active); the filter narrows them.` : '';
   for (const listener of listeners) listener(all, [start, end]);

@@ -748,3 +748,49 @@ async fn under_a_policy_a_read_only_token_looks_back_at_its_own_keys_only() {
     .await;
     assert_eq!(errors_once_authorized(&s).await, Vec::<String>::new());
 }
+
+/// The timeline's flapping lanes (key and the holder changes it counts)
+/// and its line naming them.
+async fn flagged(s: &Session) -> (Value, Value) {
+    let lanes = "return [...document.querySelectorAll('#timeline g.flapping')].map(g => [g.dataset.key, Number(g.dataset.changes)])";
+    let line = "return document.getElementById('timeline-flapping').textContent";
+    (s.js(lanes).await, s.js(line).await)
+}
+
+#[tokio::test]
+async fn a_key_whose_holder_changed_more_than_five_times_in_the_window_is_marked_flapping() {
+    let (server, _gateway, http, nats) = started().await;
+    // flappy: a, b, a, b, a, b, a (6 changes); calm: a three times (none).
+    for (key, holders) in [
+        ("flappy", ["a", "b", "a", "b", "a", "b", "a"].as_slice()),
+        ("calm", &["a", "a", "a"]),
+    ] {
+        for holder in holders {
+            let got = call(&nats, "acquire", acquire(key, holder, 30_000)).await;
+            call(&nats, "release", release(key, holder, &got["revision"])).await;
+        }
+    }
+    tenures(&http, "flappy", 7, 0).await;
+    tenures(&http, "calm", 3, 0).await;
+    let summary = "Flapping (holder changed more than 5 times in this window): flappy (6).";
+    // From the history, on a page that saw none of it.
+    let (_fresh, fresh_http) = fresh_gateway(&server).await;
+    let s = Session::open(&fresh_http).await;
+    choose(&s, "600").await;
+    poll_until("flappy marked", Duration::from_secs(10), || async {
+        flagged(&s).await == (json!([["flappy", 6]]), json!(summary))
+    })
+    .await;
+    assert_eq!(
+        s.js("return document.querySelector('#timeline g.flapping title').textContent")
+            .await,
+        "flappy: its holder changed 6 times in this window"
+    );
+    // Live, the page saw no change: nothing flaps.
+    choose(&s, "live").await;
+    poll_until("nothing flapping live", Duration::from_secs(5), || async {
+        flagged(&s).await == (json!([]), json!(""))
+    })
+    .await;
+    assert_eq!(s.console_errors().await, Vec::<String>::new());
+}
