@@ -257,10 +257,7 @@ function render() {
   }
   top.style.height = first * estimate + 'px';
   bottom.style.height = (keys.length - last) * estimate + 'px';
-  const tbody = body();
-  const children = tbody.children;
-  const same = children.length === rows.length + 2 && rows.every((tr, i) => children[i + 1] === tr);
-  if (!same) tbody.replaceChildren(top, ...rows, bottom);
+  arrange(body(), rows);
   $('leases').setAttribute('aria-rowcount', String(keys.length + 1));
   if (!rowHeight && rows.length) {
     rowHeight = rows[0].getBoundingClientRect().height;
@@ -270,6 +267,23 @@ function render() {
   $('empty').hidden = keys.length > 0;
   $('empty').textContent = entries.size ? 'No held lease matches the filter.' : 'No lease is held.';
   for (const resolve of afterRender.splice(0)) resolve();
+}
+
+// Puts `rows` between the spacers, leaving in place the rows that stay (a
+// row taken out of the page, even for a moment, loses the focus); a row
+// that had the focus and had to move gets it back.
+function arrange(tbody, rows) {
+  const focused = tbody.contains(document.activeElement) ? document.activeElement : null;
+  const wanted = new Set(rows);
+  for (const tr of [...tbody.children]) if (tr !== top && tr !== bottom && !wanted.has(tr)) tr.remove();
+  if (tbody.firstChild !== top) tbody.prepend(top);
+  let cursor = top.nextSibling;
+  for (const tr of rows) {
+    if (cursor === tr) cursor = cursor.nextSibling;
+    else tbody.insertBefore(tr, cursor);
+  }
+  if (tbody.lastChild !== bottom) tbody.append(bottom);
+  if (focused && focused.isConnected && document.activeElement !== focused) focused.focus({ preventScroll: true });
 }
 
 // Brings the row at `index` of the view into the scrolled area.

@@ -458,6 +458,15 @@ async fn revoke_needs_the_write_token_and_frees_the_key_with_a_higher_fence() {
     assert_eq!(token_in_urls, false, "the token never goes in a URL");
 }
 
+/// A nats-server, a gateway on it, its HTTP API and a NATS client.
+pub(crate) async fn started() -> (NatsServer, Gateway, Http, async_nats::Client) {
+    let server = NatsServer::start().await;
+    let gateway = Gateway::start(&server.url).await;
+    let http = Http::of(&gateway).await;
+    let nats = client(&server.url).await;
+    (server, gateway, http, nats)
+}
+
 /// Milliseconds from opening the page to the mark `name` it set.
 async fn mark(s: &Session, name: &str) -> f64 {
     let script = format!("return performance.getEntriesByName('{name}')[0]?.startTime ?? null");
@@ -929,5 +938,81 @@ async fn the_timeline_has_a_time_axis_and_labelled_segments_with_detail_on_focus
         "an ended tenure has an end: {hovered}"
     );
     s.screenshot("dashboard-timeline.png").await;
+    assert_eq!(s.console_errors().await, Vec::<String>::new());
+}
+
+/// The keys of the table's rows on the page, top to bottom.
+const ROWS_JS: &str =
+    "return [...document.querySelectorAll('#leases tr[data-key]')].map(tr => tr.dataset.key)";
+
+#[tokio::test]
+async fn the_table_sorts_every_lease_and_the_arrows_move_past_the_rows_on_the_page() {
+    let (_server, _gateway, http, nats) = started().await;
+    // k000 has the longest TTL, k199 the shortest; holders h-0, h-1, h-2.
+    let key = |i: usize| format!("k{i:03}");
+    for i in 0..200 {
+        let ttl = 300_000 - 1_000 * i as u64;
+        call(
+            &nats,
+            "acquire",
+            acquire(&key(i), &format!("h-{}", i % 3), ttl),
+        )
+        .await;
+    }
+    let s = Session::open(&http).await;
+    poll_until("200 held", Duration::from_secs(5), || async {
+        s.js("return document.getElementById('count').textContent")
+            .await
+            == "200 held"
+    })
+    .await;
+    let sort = |by: &'static str| {
+        let s = &s;
+        async move {
+            s.js(&format!(
+                "const f = document.getElementById('sort'); f.value = '{by}'; f.dispatchEvent(new Event('change')); return true"
+            ))
+            .await;
+            s.painted().await;
+            s.js(ROWS_JS).await
+        }
+    };
+    let first = |keys: Value| keys.as_array().unwrap()[..5].to_vec();
+    assert_eq!(
+        first(sort("key").await),
+        json!([key(0), key(1), key(2), key(3), key(4)])
+            .as_array()
+            .unwrap()
+            .clone()
+    );
+    let by_holder = [0, 3, 6, 9, 12].map(key);
+    assert_eq!(
+        first(sort("holder").await),
+        json!(by_holder).as_array().unwrap().clone()
+    );
+    let by_left = [199, 198, 197, 196, 195].map(key);
+    assert_eq!(
+        first(sort("left").await),
+        json!(by_left).as_array().unwrap().clone()
+    );
+    sort("key").await;
+
+    // From the last row on the page, ArrowDown brings the next one in.
+    let rows = s.js(ROWS_JS).await;
+    let last = rows.as_array().unwrap().len() - 1;
+    assert!(last < 199, "only part of the table is on the page: {last}");
+    s.js(&format!(
+        "document.querySelector('#leases tr[data-key=\"{}\"]').focus(); return true",
+        key(last)
+    ))
+    .await;
+    for _ in 0..3 {
+        let focused = s.browser.active_element().await.unwrap();
+        focused.send_keys("\u{E015}").await.unwrap();
+    }
+    assert_eq!(
+        s.js("return document.activeElement.dataset.key").await,
+        json!(key(last + 3))
+    );
     assert_eq!(s.console_errors().await, Vec::<String>::new());
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::common::lease_ops::{acquire, release, renew, transfer};
 use crate::common::tenants::{ADMIN_TOKEN, DASHBOARD_TOKEN, Tenants};
 use crate::common::{Gateway, Http, NatsServer, call, client, eventually};
-use crate::dashboard::{Member, Session, poll_until, shard_owners};
+use crate::dashboard::{Member, Session, poll_until, shard_owners, started};
 use fantoccini::Locator;
 use serde_json::{Value, json};
 
@@ -58,15 +58,6 @@ async fn click(s: &Session, css: &str) {
 
 /// The holders of the dialog's tenure rows marked as the one opened.
 const MARKED_JS: &str = "return [...document.querySelectorAll('#detail-tenures tr[aria-current=\"true\"]')].map(tr => tr.dataset.holder)";
-
-/// A nats-server, a gateway on it, its HTTP API and a NATS client.
-async fn started() -> (NatsServer, Gateway, Http, async_nats::Client) {
-    let server = NatsServer::start().await;
-    let gateway = Gateway::start(&server.url).await;
-    let http = Http::of(&gateway).await;
-    let nats = client(&server.url).await;
-    (server, gateway, http, nats)
-}
 
 /// `holder` acquires each of `keys` in turn.
 async fn hold_all(
