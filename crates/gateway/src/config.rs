@@ -119,7 +119,7 @@ pub struct Config {
     /// when: a whole number and a unit (`s`, `m`, `h`, `d`), such as `7d`,
     /// `12h` or `90s`. `0` turns the history off: nothing is written, and
     /// history reads answer an empty page.
-    #[arg(long, env = "DAGNATS_HISTORY_MAX_AGE", default_value = "7d", value_parser = parse_history_max_age)]
+    #[arg(long, env = "DAGNATS_HISTORY_MAX_AGE", default_value = "7d", value_parser = parse_duration)]
     pub history_max_age: Duration,
 
     /// Milliseconds between checks of a ready bucket. Internal: tests
@@ -362,9 +362,9 @@ const PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
 /// nanoseconds in 64 bits, and ten years is far past any need.
 const HISTORY_MAX_AGE_LIMIT: Duration = Duration::from_secs(3_650 * 86_400);
 
-/// Parses `--history-max-age`: a whole number and a unit (`s`, `m`, `h`,
-/// `d`), such as `7d`, `12h` or `90s`; `0` turns the history off.
-fn parse_history_max_age(text: &str) -> Result<Duration, String> {
+/// Parses a duration such as `--history-max-age`'s: a whole number and a
+/// unit (`s`, `m`, `h`, `d`), such as `7d`, `12h` or `90s`, or `0`.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     if text == "0" {
         return Ok(Duration::ZERO);
     }
@@ -389,7 +389,7 @@ fn parse_history_max_age(text: &str) -> Result<Duration, String> {
         Some(age) if age <= HISTORY_MAX_AGE_LIMIT => Ok(age),
         Some(_) => Err(format!("{text:?} is longer than 3650d")),
         None => Err(format!(
-            "{text:?} is not a duration: a whole number and a unit (s, m, h or d), such as 7d, 12h or 90s; 0 turns the history off"
+            "{text:?} is not a duration: a whole number and a unit (s, m, h or d), such as 7d, 12h or 90s, or 0"
         )),
     }
 }
@@ -422,16 +422,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_history_max_age_is_a_whole_number_and_a_unit_or_0() {
+    fn a_duration_is_a_whole_number_and_a_unit_or_0() {
         let day = Duration::from_secs(86_400);
-        assert_eq!(parse_history_max_age("7d"), Ok(day * 7));
-        assert_eq!(
-            parse_history_max_age("12h"),
-            Ok(Duration::from_secs(12 * 3_600))
-        );
-        assert_eq!(parse_history_max_age("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_history_max_age("30m"), Ok(Duration::from_secs(1_800)));
-        assert_eq!(parse_history_max_age("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("7d"), Ok(day * 7));
+        assert_eq!(parse_duration("12h"), Ok(Duration::from_secs(12 * 3_600)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1_800)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
         for bad in [
             "",
             "7",
@@ -446,10 +443,10 @@ mod tests {
             "é",
             "99999999999999999999d",
         ] {
-            let err = parse_history_max_age(bad).unwrap_err();
+            let err = parse_duration(bad).unwrap_err();
             assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
         }
-        let err = parse_history_max_age("3651d").unwrap_err();
+        let err = parse_duration("3651d").unwrap_err();
         assert!(err.contains("longer than 3650d"), "{err}");
     }
 }

@@ -1,5 +1,6 @@
 //! The ops commands of the `dagnats-leases` binary, over NATS: acquire,
-//! renew, release, transfer, owner, forward, watch, hold, run and shards.
+//! renew, release, transfer, owner, forward, watch, hold, run, shards and
+//! history.
 //!
 //! Replies print as JSON on stdout; failures print `kind: sentence` on
 //! stderr. Exit codes tell scripts what happened (see [`Exit`]).
@@ -20,8 +21,10 @@ use dagnats_leases_client::{
 };
 use dagnats_leases_wire::timefmt;
 
+mod history;
 mod run;
 
+pub use history::HistoryArgs;
 pub use run::RunArgs;
 
 /// What a command's exit code says.
@@ -167,6 +170,9 @@ pub enum ClientCommand {
     /// the lease is lost or may run out.
     #[command(after_help = run::EXIT_CODES)]
     Run(RunArgs),
+    /// Who held KEY (or every key, or a prefix's), from when to when, and
+    /// how each tenure ended, newest first; exit 2 on bad input.
+    History(HistoryArgs),
     /// Keep this process a member of shard group GROUP (shard i is the
     /// lease on GROUP-<i>) and own its share of the shards; on SIGINT or
     /// SIGTERM hand every shard over and exit 0.
@@ -204,6 +210,7 @@ impl ClientCommand {
             | ClientCommand::Hold { nats, .. }
             | ClientCommand::Shards { nats, .. } => nats,
             ClientCommand::Run(args) => &args.nats,
+            ClientCommand::History(args) => &args.nats,
         }
     }
 }
@@ -216,6 +223,17 @@ pub async fn run(command: ClientCommand) -> Exit {
             Ok(plan) => Some(plan),
             Err(why) => {
                 eprintln!("dagnats-leases: {why}");
+                return Exit::Usage;
+            }
+        },
+        _ => None,
+    };
+    // So does `history`: bad input asks nothing.
+    let asked = match &command {
+        ClientCommand::History(args) => match args.request(time::OffsetDateTime::now_utc()) {
+            Ok(req) => Some(req),
+            Err(why) => {
+                eprintln!("dagnats-leases: invalid: {why}");
                 return Exit::Usage;
             }
         },
@@ -287,6 +305,10 @@ pub async fn run(command: ClientCommand) -> Exit {
             ..
         } => watch(&client, key.as_deref(), json, ownership).await,
         ClientCommand::Hold { holding, .. } => hold(client, holding).await,
+        ClientCommand::History(args) => match asked {
+            Some(req) => history::history(&client, req, &args).await,
+            None => unreachable!("a history request was checked before connecting"),
+        },
         ClientCommand::Run(_) => match plan {
             Some(plan) => run::run(client, plan).await,
             None => unreachable!("a run command has its plan"),

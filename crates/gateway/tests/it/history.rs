@@ -611,3 +611,129 @@ async fn every_bad_history_input_is_invalid_and_the_gateway_keeps_serving() {
     let granted = s.acquire("k", "a", 15_000).await;
     assert_eq!(granted["granted"], true, "still serving: {granted}");
 }
+
+/// `dagnats-leases` with `args` against `s`'s server: exit code and stdout.
+fn cli(s: &Setup, args: &[&str]) -> (i32, String) {
+    let out = common::command(&s.server.url, args).output().unwrap();
+    let code = out.status.code().expect("exited");
+    (code, String::from_utf8(out.stdout).unwrap())
+}
+
+#[tokio::test]
+async fn the_cli_prints_a_keys_tenures_newest_first_as_lines_or_json() {
+    let s = Setup::start().await;
+    let first = s.acquire("cli-k", "a", 15_000).await;
+    let released = s.release("cli-k", "a", rev(&first)).await;
+    let second = s.acquire("cli-k", "b", 15_000).await;
+    ended(&s.client, "cli-k", 1).await;
+    let (code, out) = cli(&s, &["history", "cli-k", "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let reply = history(&s.client, json!({"key": "cli-k"})).await;
+    assert_eq!(json!(lines), reply["tenures"], "one JSON tenure a line");
+    assert_eq!(lines[0]["tenure"], rev(&second));
+    assert_eq!(lines[1]["end_revision"], rev(&released));
+    let (code, out) = cli(&s, &["history", "cli-k", "--since", "1h", "--limit", "1"]);
+    assert_eq!(code, 0, "{out}");
+    let line = format!(
+        "cli-k  b  {} -> now  held  tenure {}  renewals 0\n",
+        second["acquired_at"].as_str().unwrap(),
+        rev(&second)
+    );
+    assert_eq!(out, line);
+    for bad in [
+        &["history", "a.b"][..],
+        &["history", "--since", "yesterday"],
+        &["history", "--prefix", "a*"],
+        &["history", "--since", "1m", "--until", "2h"],
+    ] {
+        let (code, out) = cli(&s, bad);
+        assert_eq!((code, out.as_str()), (2, ""), "{bad:?}");
+    }
+}
+
+/// The value of `series` on `/metrics` once it is `want`, within 30 s.
+async fn metric_reaches(http: &Http, series: &str, want: f64) {
+    let prefix = format!("{series} ");
+    let got = dagnats_leases_testkit::within(Duration::from_secs(30), || async {
+        let text = http.metrics().await;
+        let value = text
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix)?.parse::<f64>().ok());
+        (value == Some(want)).then_some(())
+    })
+    .await;
+    if got.is_none() {
+        let text = http.metrics().await;
+        let shown: Vec<&str> = text.lines().filter(|l| l.starts_with("dagnats_")).collect();
+        panic!("{series} never reached {want}: {shown:#?}");
+    }
+}
+
+#[tokio::test]
+async fn the_history_counts_ended_tenures_hand_overs_and_a_flapping_key_on_metrics() {
+    let s = Setup::start().await;
+    let http = Http::of(&s.gateway).await;
+    let holders = ["a", "b"];
+    let mut fence = rev(&s.acquire("flap-1", "a", 15_000).await);
+    for i in 0..6 {
+        let (from, to) = (holders[i % 2], holders[(i + 1) % 2]);
+        fence = rev(&s.transfer("flap-1", from, fence, to, 15_000).await);
+    }
+    let refused = s.acquire("flap-1", "c", 15_000).await;
+    assert_eq!(refused["granted"], false, "{refused}");
+    s.release("flap-1", "a", fence).await;
+    metric_reaches(
+        &http,
+        r#"dagnats_tenures_ended_total{end="transferred"}"#,
+        6.0,
+    )
+    .await;
+    metric_reaches(&http, r#"dagnats_tenures_ended_total{end="released"}"#, 1.0).await;
+    metric_reaches(&http, "dagnats_tenure_duration_seconds_count", 7.0).await;
+    metric_reaches(&http, r#"dagnats_handovers_total{prefix="flap"}"#, 6.0).await;
+    metric_reaches(&http, r#"dagnats_key_flapping{key="flap-1"}"#, 1.0).await;
+    metric_reaches(&http, "dagnats_flapping_keys", 1.0).await;
+    metric_reaches(&http, "dagnats_acquires_not_granted_total", 1.0).await;
+}
+
+#[tokio::test]
+async fn a_waiting_keepers_grant_counts_how_long_it_waited() {
+    use dagnats_leases_client::{KeeperOptions, LeaseClient, LeaseKeeper, Ownership};
+    let s = Setup::start().await;
+    let http = Http::of(&s.gateway).await;
+    let held = s.acquire("wait-1", "a", 15_000).await;
+    let keeper = LeaseKeeper::start(
+        LeaseClient::new(s.client.clone()),
+        KeeperOptions {
+            key: "wait-1".into(),
+            holder: "b".into(),
+            ttl: Duration::from_secs(15),
+            wait: true,
+        },
+    );
+    // Refused at least once while "a" holds it.
+    metric_reaches(&http, "dagnats_acquires_not_granted_total", 1.0).await;
+    s.release("wait-1", "a", rev(&held)).await;
+    let mut owner = keeper.watch();
+    eventually("the keeper to own the key", Duration::from_secs(15), || {
+        let now = owner.borrow_and_update().clone();
+        async move { matches!(now, Ownership::Owner { .. }).then_some(()) }
+    })
+    .await;
+    metric_reaches(&http, "dagnats_acquire_wait_seconds_count", 1.0).await;
+    let text = http.metrics().await;
+    let waited: f64 = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("dagnats_acquire_wait_seconds_sum ")?
+                .parse()
+                .ok()
+        })
+        .expect("a wait recorded");
+    assert!(waited > 0.0, "the keeper had waited, {waited} s: {text}");
+    keeper.shutdown().await;
+}
