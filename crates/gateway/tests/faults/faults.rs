@@ -610,6 +610,7 @@ async fn read(
         holder: format!("reader-{index}"),
         revision: None,
     };
+    let mut round = 0u64;
     while rec.now() < until {
         // One read in five is a burst of lists of every key, one in five
         // a burst of owner reads of one key: a gateway that gets three of
@@ -621,6 +622,13 @@ async fn read(
         // the next snapshot, or it misses a write acknowledged before it
         // was sent.
         let key = &keys[rng.below(keys.len())];
+        // Every eighth round also reads the key's tenure history, so its
+        // read path takes the faults too (without a draw of its own, so
+        // the seed makes the same choices as before it).
+        round += 1;
+        if round.is_multiple_of(8) {
+            read_history(&client, &rec, key).await;
+        }
         match rng.below(5) {
             0 => {
                 let burst = (0..BURST).map(|_| read_list(&client, &rec, &listed));
@@ -745,6 +753,73 @@ async fn read_list(client: &async_nats::Client, rec: &Recorder, keys: &[String])
         .collect();
     for op in checker::list_reads(keys, (start, rec.now()), &listed) {
         rec.record(op);
+    }
+}
+
+/// One page of `key`'s tenure history, tallied like every call; what the
+/// history says is checked once the run is over ([`tenures_after`]).
+async fn read_history(client: &async_nats::Client, rec: &Recorder, key: &str) {
+    rec.request(client, "history", json!({"key": key, "limit": 20}))
+        .await
+        .ok();
+}
+
+/// What the tenure history says of `keys` once it has caught up with the
+/// run, against the leases held at the end: the violations of
+/// docs/protocol.md's Tenure history that [`checker::check_tenures`] finds.
+/// It waits (up to a minute) for the history to show every lease held at
+/// the end; what it still lacks then is a violation.
+async fn tenures_after(
+    client: &async_nats::Client,
+    history: &[Op],
+    keys: &[String],
+) -> Vec<checker::Violation> {
+    let mut held = Vec::new();
+    for key in keys {
+        let owner = common::call(client, "owner", json!({"key": key})).await;
+        if owner["held"] == true {
+            let holder = owner["holder"].as_str().unwrap().to_string();
+            held.push((key.clone(), holder, owner["revision"].as_u64().unwrap()));
+        }
+    }
+    let read = || async {
+        let mut recorded = Vec::new();
+        for key in keys {
+            recorded.extend(recorded_tenures(client, key).await);
+        }
+        checker::check_tenures(history, &recorded, &held)
+    };
+    let caught_up = dagnats_leases_testkit::within(Duration::from_secs(60), || async {
+        let found = read().await;
+        found.is_empty().then_some(())
+    })
+    .await;
+    match caught_up {
+        Some(()) => Vec::new(),
+        None => read().await,
+    }
+}
+
+/// Every tenure of `key` the history holds, page after page.
+async fn recorded_tenures(client: &async_nats::Client, key: &str) -> Vec<checker::Recorded> {
+    let mut recorded = Vec::new();
+    let mut before = Value::Null;
+    loop {
+        let body = json!({"key": key, "limit": 1000, "before": before});
+        let page = common::call(client, "history", body).await;
+        let tenures = page["tenures"]
+            .as_array()
+            .unwrap_or_else(|| panic!("a history page of {key}: {page}"));
+        recorded.extend(tenures.iter().map(|t| checker::Recorded {
+            key: key.to_string(),
+            holder: t["holder"].as_str().unwrap().to_string(),
+            tenure: t["tenure"].as_u64().unwrap(),
+            end_revision: t["end_revision"].as_u64(),
+        }));
+        if page["next"].is_null() {
+            return recorded;
+        }
+        before = page["next"].clone();
     }
 }
 
@@ -1185,7 +1260,8 @@ async fn fault_run(plan: Plan) -> usize {
     }
 
     let history = rec.ops.lock().unwrap().clone();
-    let violations = checker::check(&history);
+    let mut violations = checker::check(&history);
+    violations.extend(tenures_after(&ctl, &history, &listed).await);
     report(&plan, &rec, &history, &faults, &violations);
     let setting = setting(&plan, &rec, &ctl, &cluster).await;
     save(
