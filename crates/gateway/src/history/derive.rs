@@ -307,6 +307,26 @@ impl Open {
     }
 }
 
+/// The records of `written` (one key's, in order) worth writing: each
+/// tenure's last, in the order of the last records, keeping whether any of
+/// a tenure's records was a hand-over. A writer with several changes of a
+/// key at hand writes a tenure that started and ended among them once.
+pub(crate) fn coalesce(written: Vec<Written>) -> Vec<Written> {
+    let mut kept: Vec<Written> = Vec::with_capacity(written.len());
+    for record in written {
+        let same = |kept: &Written| kept.stored.tenure.tenure == record.stored.tenure.tenure;
+        let handover = match kept.iter().position(same) {
+            Some(at) => kept.remove(at).handover,
+            None => false,
+        };
+        kept.push(Written {
+            handover: handover || record.handover,
+            ..record
+        });
+    }
+    kept
+}
+
 fn opened(
     key: &str,
     holder: String,
@@ -637,6 +657,39 @@ mod tests {
             (Some(TenureEnd::Expired), Some(at(10)), Some(40))
         );
         assert_eq!(key.settle(41, at(101)), None);
+    }
+
+    #[test]
+    fn a_tenure_that_starts_and_ends_among_the_changes_at_hand_is_written_once() {
+        let mut key = KeyHistory::default();
+        key.apply("k", started(3, 0, "a"), DAY);
+        let mut written = key.apply(
+            "k",
+            freed(4, 1, TenureEnd::Released, told("a", 3, 0, 0)),
+            DAY,
+        );
+        written.extend(key.apply("k", started(5, 2, "b"), DAY));
+        written.extend(key.apply("k", renewed(6, 3, "b", 5, 2, 1), DAY));
+        written.extend(key.apply(
+            "k",
+            freed(7, 4, TenureEnd::Released, told("b", 5, 2, 1)),
+            DAY,
+        ));
+        written.extend(key.apply("k", started(8, 5, "c"), DAY));
+        let kept = coalesce(written);
+        let summary: Vec<_> = kept
+            .iter()
+            .map(|w| (w.stored.tenure.tenure, w.stored.tenure.end, w.handover))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (3, Some(TenureEnd::Released), false),
+                (5, Some(TenureEnd::Released), true),
+                (8, None, true),
+            ],
+            "b's start, a hand-over, is kept in its end"
+        );
     }
 
     #[test]

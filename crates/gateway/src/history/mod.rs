@@ -3,15 +3,18 @@
 //! (docs/protocol.md, Tenure history).
 //!
 //! - `writer`: every gateway's writer, of which the bucket's history
-//!   consumer feeds one at a time; `derive` says what each change means
-//!   for the history, `stored` how a record is kept, `stream` provisions
-//!   the stream and the consumer.
+//!   consumer feeds one at a time; `changes` reads what a change of the
+//!   bucket says, `derive` what it means for the history, `key_writes`
+//!   writes a key's records exactly once, `stored` is how a record is
+//!   kept, `stream` provisions the stream and the consumer.
 //! - `reads`: the tenures a query may want, for the core's
 //!   `TenureLog` seam ([`Tenures`]).
 //! - `flapping`: keys whose holder changes too often, on `/metrics`.
 
+mod changes;
 mod derive;
 mod flapping;
+mod key_writes;
 mod reads;
 mod stored;
 mod stream;
