@@ -5,10 +5,13 @@
 //! reads that subject only; `since` starts the read at the first record
 //! stored at or after it (a tenure that lasted until `since` ended, and so
 //! was recorded, at or after it), plus the last record of each key that
-//! is still open and may have started earlier. Direct gets (ADR-31) read
-//! a thousand records a request, from any replica.
+//! is still open and may have started earlier. Without `since`, a page of
+//! the newest tenures is read from windows back from now, as long as it
+//! takes to hold the page. Direct gets (ADR-31) read a thousand records a
+//! request, from any replica.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use async_nats::Message;
 use serde_json::json;
@@ -45,35 +48,83 @@ fn filter(req: &HistoryRequest) -> String {
     }
 }
 
-/// The tenures `req` may want, each as its latest record says; at least
-/// every one it wants.
+/// The tenures `req` may want, each as its latest record says: every one
+/// that belongs on its page (and maybe more).
 pub(crate) async fn candidates(
     js: &JetStream,
     req: &HistoryRequest,
 ) -> Result<Vec<Tenure>, String> {
     let filter = filter(req);
-    let mut latest: HashMap<(String, u64), Read> = HashMap::new();
-    let mut keep = |read: Read| {
-        let id = (read.stored.tenure.key.clone(), read.stored.tenure.tenure);
-        match latest.get(&id) {
-            Some(held) if held.seq >= read.seq => {}
-            _ => {
-                latest.insert(id, read);
-            }
-        }
+    let mut latest = Latest::default();
+    let Some(since) = req.since else {
+        return newest(js, req, &filter).await;
     };
-    if req.since.is_some() {
-        // Tenures still open may have started, and been recorded, earlier.
-        for read in last_records(js, &filter).await? {
-            if read.stored.is_open() {
-                keep(read);
-            }
+    // Tenures still open may have started, and been recorded, earlier.
+    for read in last_records(js, &filter).await? {
+        if read.stored.is_open() {
+            latest.keep(read);
         }
     }
-    let mut body = match req.since {
-        Some(since) => json!({"start_time": timefmt::format(since.get())}),
-        None => json!({"seq": 1}),
-    };
+    let start = json!({"start_time": timefmt::format(since.get())});
+    scan(js, req, (&filter, start, u64::MAX), &mut latest).await?;
+    Ok(latest.wanted(req, None))
+}
+
+/// How far a gateway's clock (which says when a tenure started) may be
+/// from the server's (which stamps its records): the window a newest-first
+/// read stops at is this much older than the tenures it answers.
+const SKEW: Duration = Duration::from_secs(1);
+
+/// The first window a newest-first read looks back over; each next one is
+/// twice as long.
+const FIRST_WINDOW: Duration = Duration::from_secs(10);
+
+/// `req` without `since`: windows of the stream back from now, each twice
+/// the last, until they hold a page of tenures whose every record they
+/// hold. A tenure's records are all stored after it started, so every
+/// tenure that started after the window began (less [`SKEW`]) is whole in
+/// it, and so is every tenure above it in the page's order.
+async fn newest(js: &JetStream, req: &HistoryRequest, filter: &str) -> Result<Vec<Tenure>, String> {
+    let info = js
+        .api(&format!("STREAM.INFO.{HISTORY_STREAM}"), &json!({}))
+        .await?;
+    if let Some(err) = api_error(&info) {
+        return Err(format!("{HISTORY_STREAM}: {}", err.description));
+    }
+    let first = info["state"]["first_ts"]
+        .as_str()
+        .and_then(|at| timefmt::parse(at).ok());
+    let mut latest = Latest::default();
+    let now = OffsetDateTime::now_utc();
+    let (mut window, mut upper) = (FIRST_WINDOW, u64::MAX);
+    loop {
+        let from = now - window;
+        let all = first.is_none_or(|first| from <= first);
+        let start = match all {
+            true => json!({"seq": 1}),
+            false => json!({"start_time": timefmt::format(from)}),
+        };
+        let lowest = scan(js, req, (filter, start, upper), &mut latest).await?;
+        upper = lowest.unwrap_or(upper);
+        let whole = (!all).then_some(from + SKEW);
+        let wanted = latest.wanted(req, whole);
+        if all || wanted.len() > req.page_size() {
+            return Ok(wanted);
+        }
+        window *= 2;
+    }
+}
+
+/// Reads the records `filter` names from `start` (a direct get's
+/// position), up to the sequence `upper`, into `latest`; the sequence of
+/// the first record read.
+async fn scan(
+    js: &JetStream,
+    req: &HistoryRequest,
+    (filter, mut body, upper): (&str, serde_json::Value, u64),
+    latest: &mut Latest,
+) -> Result<Option<u64>, String> {
+    let mut lowest = None;
     loop {
         body["next_by_subj"] = json!(filter);
         body["batch"] = json!(BATCH);
@@ -84,21 +135,48 @@ pub(crate) async fn candidates(
         let mut last_seq = None;
         for message in &batch.messages {
             let read = read(message)?;
+            if read.seq >= upper {
+                return Ok(lowest);
+            }
+            lowest.get_or_insert(read.seq);
             last_seq = Some(read.seq);
             if req.wants_key(&read.stored.tenure.key) {
-                keep(read);
+                latest.keep(read);
             }
         }
         match last_seq {
             Some(seq) if batch.more > 0 => body = json!({"seq": seq + 1}),
-            _ => break,
+            _ => return Ok(lowest),
         }
     }
-    Ok(latest
-        .into_values()
-        .map(|read| read.stored.tenure)
-        .filter(|tenure| req.wants(tenure))
-        .collect())
+}
+
+/// Each tenure's latest record read so far.
+#[derive(Default)]
+struct Latest(HashMap<(String, u64), Read>);
+
+impl Latest {
+    fn keep(&mut self, read: Read) {
+        let id = (read.stored.tenure.key.clone(), read.stored.tenure.tenure);
+        match self.0.get(&id) {
+            Some(held) if held.seq >= read.seq => {}
+            _ => {
+                self.0.insert(id, read);
+            }
+        }
+    }
+
+    /// The tenures `req` wants, of those that started at `whole` or later
+    /// (`None`: of all).
+    fn wanted(&self, req: &HistoryRequest, whole: Option<OffsetDateTime>) -> Vec<Tenure> {
+        self.0
+            .values()
+            .map(|read| &read.stored.tenure)
+            .filter(|tenure| whole.is_none_or(|from| tenure.acquired_at >= from))
+            .filter(|tenure| req.wants(tenure))
+            .cloned()
+            .collect()
+    }
 }
 
 /// The last record of every key the subject `filter` names.

@@ -452,24 +452,7 @@ async fn paging_with_before_returns_every_tenure_once_newest_first() {
         (done.len() == 25 && done.iter().all(|t| !t["end"].is_null())).then_some(())
     })
     .await;
-    let mut seen = Vec::new();
-    let mut before = Value::Null;
-    let mut pages = 0;
-    loop {
-        let page = history(
-            &s.client,
-            json!({"prefix": "page", "limit": 7, "before": before}),
-        )
-        .await;
-        pages += 1;
-        let got = page["tenures"].as_array().unwrap();
-        assert!(got.len() <= 7, "{page}");
-        seen.extend(got.iter().map(|t| t["tenure"].as_u64().unwrap()));
-        if page["next"].is_null() {
-            break;
-        }
-        before = page["next"].clone();
-    }
+    let (seen, pages) = every_page(&s.client, "page", 7).await;
     assert_eq!(pages, 4);
     tenures.reverse();
     assert_eq!(seen, tenures, "every tenure once, newest first");
@@ -488,6 +471,60 @@ async fn paging_with_before_returns_every_tenure_once_newest_first() {
             .collect()
     };
     assert_eq!([ids(&first), ids(&second)].concat(), tenures[..14]);
+}
+
+/// Every tenure of keys starting with `prefix`, a page of `limit` at a
+/// time: the tenures in the order the pages give them, and how many pages.
+async fn every_page(client: &async_nats::Client, prefix: &str, limit: u64) -> (Vec<u64>, usize) {
+    let (mut seen, mut pages, mut before) = (Vec::new(), 0, Value::Null);
+    loop {
+        let body = json!({"prefix": prefix, "limit": limit, "before": before});
+        let page = history(client, body).await;
+        pages += 1;
+        let got = page["tenures"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{page}"));
+        assert!(got.len() as u64 <= limit, "{page}");
+        seen.extend(got.iter().map(|t| t["tenure"].as_u64().unwrap()));
+        if page["next"].is_null() {
+            return (seen, pages);
+        }
+        before = page["next"].clone();
+    }
+}
+
+#[tokio::test]
+async fn paging_an_older_history_reads_back_window_by_window_and_returns_every_tenure_once() {
+    let s = Setup::start().await;
+    let mut tenures = Vec::new();
+    let mut cycle = async |i: usize| {
+        let key = format!("old-{}", i % 3);
+        let granted = s.acquire(&key, "h", 15_000).await;
+        s.release(&key, "h", rev(&granted)).await;
+        tenures.push(rev(&granted));
+    };
+    for i in 0..10 {
+        cycle(i).await;
+    }
+    // Older than the first window a newest-first read looks back over.
+    let then = time::OffsetDateTime::now_utc();
+    eventually("12 s to pass", Duration::from_secs(15), || async {
+        (time::OffsetDateTime::now_utc() - then > Duration::from_secs(12)).then_some(())
+    })
+    .await;
+    for i in 10..20 {
+        cycle(i).await;
+    }
+    eventually("20 ended tenures", Duration::from_secs(30), || async {
+        let all = history(&s.client, json!({"prefix": "old", "limit": 1000})).await;
+        let done = all["tenures"].as_array().unwrap();
+        (done.len() == 20 && done.iter().all(|t| !t["end"].is_null())).then_some(())
+    })
+    .await;
+    tenures.reverse();
+    let (seen, pages) = every_page(&s.client, "old", 5).await;
+    assert_eq!(seen, tenures, "every tenure once, newest first");
+    assert_eq!(pages, 4);
 }
 
 #[tokio::test]
