@@ -125,6 +125,7 @@ pub async fn measure(params: &Params) -> HistoryCost {
         Duration::from_secs(params.throughput_seconds),
     );
     let made = Arc::new(AtomicU64::new(0));
+    let released_before = released(&on).await;
     let on_cycles = cycles(&on.leases, Some(made.clone()));
     let off_cycles = cycles(&off.leases, None);
     let on_renews = gateway_ops::renews(&on.leases, clients).await;
@@ -151,7 +152,7 @@ pub async fn measure(params: &Params) -> HistoryCost {
             runs[phase].push(metered(&sides[side].processes(), secs, run).await);
         }
     }
-    let kept_up = kept_up(&on, made.load(Ordering::Relaxed)).await;
+    let kept_up = kept_up(&on, made.load(Ordering::Relaxed), released_before).await;
     let [on_cycles, off_cycles, on_renews, off_renews] = runs.map(Throughput::median);
     let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
     let on_over_off = Ratios {
@@ -203,8 +204,25 @@ fn cycles(leases: &LeaseClient, made: Option<Arc<AtomicU64>>) -> Op {
     })
 }
 
-/// How the history of `side` kept up with `made` tenures.
-async fn kept_up(side: &Side, made: u64) -> KeptUp {
+/// Tenures the history of `side` recorded released so far, as its
+/// gateway counts them.
+async fn released(side: &Side) -> u64 {
+    let metrics = reqwest::get(format!("{}/metrics", side.gateway.http_url().await))
+        .await
+        .expect("/metrics answers")
+        .text()
+        .await
+        .expect("/metrics is text");
+    let series = "dagnats_tenures_ended_total{end=\"released\"} ";
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.parse::<f64>().ok())
+        .unwrap_or(0.0) as u64
+}
+
+/// How the history of `side` kept up with the `made` tenures it had
+/// recorded `before` more of when they began.
+async fn kept_up(side: &Side, made: u64, before: u64) -> KeptUp {
     let nats = side.leases.nats();
     let started = Instant::now();
     let deadline = started + Duration::from_secs(120);
@@ -218,18 +236,7 @@ async fn kept_up(side: &Side, made: u64) -> KeptUp {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let caught_up_ms = started.elapsed().as_millis() as u64;
-    // The gateway counts each tenure its writer recorded as ended.
-    let metrics = reqwest::get(format!("{}/metrics", side.gateway.http_url().await))
-        .await
-        .expect("/metrics answers")
-        .text()
-        .await
-        .expect("/metrics is text");
-    let released = "dagnats_tenures_ended_total{end=\"released\"} ";
-    let recorded = metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(released)?.parse::<f64>().ok())
-        .unwrap_or(0.0) as u64;
+    let recorded = released(side).await - before;
     // A page of the newest tenures, from a history of all the rounds'.
     let body = serde_json::to_vec(&json!({"prefix": "cycle", "limit": 100})).expect("JSON");
     let asked = Instant::now();
