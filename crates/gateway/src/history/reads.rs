@@ -77,7 +77,7 @@ const SKEW: Duration = Duration::from_secs(1);
 
 /// The first window a newest-first read looks back over; each next one is
 /// twice as long.
-const FIRST_WINDOW: Duration = Duration::from_secs(10);
+const FIRST_WINDOW: Duration = Duration::from_secs(2);
 
 /// `req` without `since`: windows of the stream back from now, each twice
 /// the last, until they hold a page of tenures whose every record they

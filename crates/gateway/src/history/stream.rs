@@ -30,8 +30,10 @@ pub(crate) const PIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// server hands it out again.
 pub(crate) const ACK_WAIT: Duration = Duration::from_secs(10);
 
-/// Changes handed out and not yet acknowledged, at most.
-const MAX_ACK_PENDING: u64 = 1_000;
+/// Changes handed out and not yet acknowledged, at most: room for the
+/// writer to hold a burst's tenures back for their ends (the writer's
+/// `OPEN_DELAY`) at thousands of changes a second.
+const MAX_ACK_PENDING: u64 = 10_000;
 
 /// What the history's storage is now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

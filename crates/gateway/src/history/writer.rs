@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::changes::change_of;
-use super::derive::{Change, KeyHistory, Written};
+use super::derive::{Change, KeyHistory, Seen, Written};
 use super::flapping::Flapping;
 use super::key_writes::{KeyWrites, Stuck, Tracked};
 use super::reads::{failed, last_records};
@@ -45,6 +45,9 @@ const KEYS: usize = 100_000;
 /// Retry delays while the history cannot be written.
 const RETRY_MIN: Duration = Duration::from_millis(250);
 const RETRY_MAX: Duration = Duration::from_secs(2);
+/// How long a key's writes wait after a change that starts a tenure: a
+/// tenure that ends within it is written once, ended, rather than twice.
+const OPEN_DELAY: Duration = Duration::from_millis(100);
 /// How often flapping keys are looked at again, so one that calmed down
 /// stops showing.
 const FLAP_SWEEP: Duration = Duration::from_secs(10);
@@ -123,8 +126,11 @@ struct Session<'a> {
     flapping: &'a mut Flapping,
     /// What is known of keys with no writes in flight.
     idle: HashMap<String, Tracked>,
-    /// Keys with writes in flight, and the changes waiting for them.
+    /// Keys with writes in flight or due, and the changes waiting for them.
     busy: HashMap<String, VecDeque<Taken>>,
+    /// Keys whose writes wait until a moment ([`OPEN_DELAY`] after the
+    /// change that started a tenure), in the order they are due.
+    deferred: VecDeque<(tokio::time::Instant, String)>,
     in_flight: FuturesUnordered<BoxFuture<'static, Done>>,
     /// The pin the server gave this writer, sent with every pull.
     pin: Option<String>,
@@ -141,6 +147,7 @@ impl<'a> Session<'a> {
             flapping,
             idle: HashMap::new(),
             busy: HashMap::new(),
+            deferred: VecDeque::new(),
             in_flight: FuturesUnordered::new(),
             pin: None,
             caught_up: false,
@@ -160,7 +167,7 @@ impl<'a> Session<'a> {
         let mut sweep = tokio::time::interval(FLAP_SWEEP);
         let mut left = pull(&pulls, self.pin.as_deref()).await?;
         loop {
-            if self.caught_up && self.in_flight.is_empty() {
+            if self.caught_up && self.in_flight.is_empty() && self.deferred.is_empty() {
                 self.settle().await;
             }
             let message = tokio::select! {
@@ -176,6 +183,13 @@ impl<'a> Session<'a> {
                 }
                 Some(done) = self.in_flight.next() => {
                     self.finish(&pulls, done).await?;
+                    continue;
+                }
+                () = sleep_until_first(&self.deferred), if !self.deferred.is_empty() => {
+                    if let Some((_, key)) = self.deferred.pop_front() {
+                        let waiting = self.busy.get_mut(&key).map(std::mem::take);
+                        self.start(key, waiting.unwrap_or_default().into(), Duration::ZERO);
+                    }
                     continue;
                 }
                 message = pulls.next() => message.map_err(failed)?,
@@ -262,9 +276,15 @@ impl<'a> Session<'a> {
                 return Ok(());
             }
         }
+        let starts = starts_a_tenure(&change);
         let taken = Taken { change, ack };
         match self.busy.get_mut(&key) {
             Some(waiting) => waiting.push_back(taken),
+            None if starts => {
+                self.busy.insert(key.clone(), VecDeque::from([taken]));
+                let due = tokio::time::Instant::now() + OPEN_DELAY;
+                self.deferred.push_back((due, key));
+            }
             None => self.start(key, vec![taken], Duration::ZERO),
         }
         Ok(())
@@ -410,6 +430,18 @@ impl<'a> Session<'a> {
             }
         }
         Ok(settled)
+    }
+}
+
+/// Whether `change` starts a tenure.
+fn starts_a_tenure(change: &Change) -> bool {
+    matches!(change.seen, Seen::Started { .. })
+}
+
+/// Completes when the first of `deferred` is due.
+async fn sleep_until_first(deferred: &VecDeque<(tokio::time::Instant, String)>) {
+    if let Some((due, _)) = deferred.front() {
+        tokio::time::sleep_until(*due).await;
     }
 }
 
