@@ -26,7 +26,7 @@ timeline.onSegmentOpen((key, fence) => detail.openKey(key, fence, () => {
 }));
 timeline.onDrawn((tenures) => groups.render(tenures, timeline.during()));
 live.onChange((event, entry) => detail.changed(entry.key));
-live.onDrop(timeline.forget);
+live.onBack(timeline.reread);
 
 $('filter').addEventListener('input', () => {
   table.setFilter($('filter').value.trim());

@@ -18,9 +18,11 @@ const listeners = [];
 
 // Called with each change applied: (event, entry).
 export function onChange(listener) { listeners.push(listener); }
-// Called when the stream drops and the page may have missed changes.
-const dropListeners = [];
-export function onDrop(listener) { dropListeners.push(listener); }
+// Called when the stream is back after a drop and the listing read again:
+// the page may have missed changes while it was away.
+const backListeners = [];
+export function onBack(listener) { backListeners.push(listener); }
+let dropped = false;
 
 function apply(event, data) {
   const entry = changes.record(event, data);
@@ -100,6 +102,8 @@ export async function stream() {
       if (!res.ok || !res.body) throw new Error('events: ' + res.status);
       setStatus(true);
       await loadLeases();
+      if (dropped) for (const listener of backListeners) listener();
+      dropped = false;
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
       let buffer = '';
       for (;;) {
@@ -116,7 +120,7 @@ export async function stream() {
       console.debug('event stream dropped', err);
     }
     setStatus(false);
-    for (const listener of dropListeners) listener();
+    dropped = true;
     await new Promise((r) => setTimeout(r, RETRY_MS));
   }
 }

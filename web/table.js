@@ -29,6 +29,9 @@ export function matches(key, holder, text = filter) {
 }
 
 export function filterText() { return filter; }
+// When the page last read the full listing (null before it has).
+let listed = null;
+export function listedAt() { return listed; }
 export function lease(key) { return entries.get(key)?.lease; }
 export function size() { return entries.size; }
 export function* leases() { for (const e of entries.values()) yield e.lease; }
@@ -117,6 +120,7 @@ export function remove(key, revision) {
 // A full listing: every lease in it, unless the page already has a newer
 // revision of it, and nothing that is not in it.
 export function replaceAll(list) {
+  listed = Date.now();
   const fresh = new Map();
   for (const next of list) {
     const old = entries.get(next.key);

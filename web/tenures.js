@@ -146,6 +146,18 @@ export function join(history, live) {
   return out;
 }
 
+// A tenure the history has open but the listing the page read since does
+// not hold (the history's writer is behind, or the page missed the end
+// while its stream was down) has ended by the time of that listing.
+function endUnheld(key, list) {
+  const last = list.at(-1);
+  const listed = table.listedAt();
+  if (!last || last.to !== null || last.tenure === null || listed === null || listed <= last.from) return;
+  const lease = table.lease(key);
+  if (lease && lease.holder === last.holder && Date.parse(lease.acquired_at) === last.from) return;
+  last.to = listed;
+}
+
 // Per key, history joined with live: the tenures the page knows of.
 export function joinAll(history, live) {
   const byKey = new Map();
@@ -155,7 +167,9 @@ export function joinAll(history, live) {
   }
   const out = new Map();
   for (const key of new Set([...byKey.keys(), ...live.keys()])) {
-    out.set(key, join(byKey.get(key) || [], live.get(key) || []));
+    const list = join(byKey.get(key) || [], live.get(key) || []);
+    endUnheld(key, list);
+    out.set(key, list);
   }
   return out;
 }

@@ -118,9 +118,13 @@ async function load(c, id) {
   draw();
 }
 
-// The window's history is stale once the page missed changes (a dropped
-// stream): the next choice reads it again.
-export function forget() { cache.clear(); }
+// The history read so far is stale once the page may have missed changes
+// (its stream dropped): the window shown is read again, any other when
+// chosen.
+export function reread() {
+  cache.clear();
+  if (choice.kind !== 'live') choose(choice);
+}
 
 function status() {
   if (loaded.error) return `The history could not be read: ${loaded.error}.`;

@@ -340,7 +340,7 @@ async fn the_dashboard_shows_who_holds_what_live() {
 }
 
 #[tokio::test]
-async fn the_dashboard_reconnects_after_the_gateway_restarts() {
+async fn the_dashboard_reconnects_after_the_gateway_restarts_and_reads_its_window_again() {
     let server = NatsServer::start().await;
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
@@ -360,6 +360,17 @@ async fn the_dashboard_reconnects_after_the_gateway_restarts() {
     let s = Session::start().await;
     s.browser.goto(&format!("http://{addr}/")).await.unwrap();
     poll_until("the row", Duration::from_secs(10), || s.row_exists("gone")).await;
+    // The last 10 minutes, read from the history once.
+    let history_reads = "return performance.getEntriesByType('resource').filter(e => new URL(e.name).pathname === '/v1/history').length";
+    s.js("document.querySelector('input[name=\"window\"][value=\"600\"]').click(); return true")
+        .await;
+    poll_until("the window read", Duration::from_secs(10), || async {
+        s.js(history_reads).await == 1
+            && s.js("return document.getElementById('timeline').getAttribute('aria-busy')")
+                .await
+                == "false"
+    })
+    .await;
 
     drop(gateway);
     poll_until(
@@ -388,6 +399,20 @@ async fn the_dashboard_reconnects_after_the_gateway_restarts() {
         Duration::from_secs(5),
         || async { s.row_exists("new").await && !s.row_exists("gone").await },
     )
+    .await;
+    // What the page may have missed while away, the window reads again.
+    poll_until("the window read again", Duration::from_secs(10), || async {
+        s.js(history_reads).await == 2
+    })
+    .await;
+    // gone's tenure has ended, as the history says or as the listing shows.
+    let gone = "return document.querySelector('#timeline g.segment[data-key=\"gone\"]')?.getAttribute('aria-label') ?? null";
+    poll_until("gone's tenure ended", Duration::from_secs(10), || async {
+        s.js(gone)
+            .await
+            .as_str()
+            .is_some_and(|l| !l.contains(" to now"))
+    })
     .await;
 }
 
