@@ -64,16 +64,12 @@ pub(crate) fn header_ms(headers: &HeaderMap, name: &str) -> Result<Option<Durati
     let Some(value) = headers.get(name) else {
         return Ok(None);
     };
-    let ms = value
-        .to_str()
-        .ok()
-        .and_then(|text| text.parse::<u64>().ok())
-        .ok_or_else(|| {
-            LeaseError::Invalid(format!(
-                "{name} must be a whole number of milliseconds, not {value:?}"
-            ))
-        })?;
-    Ok(Some(Duration::from_millis(ms)))
+    let text = value.to_str().map_err(|_| {
+        LeaseError::Invalid(format!(
+            "{name} must be a whole number of milliseconds, not {value:?}"
+        ))
+    })?;
+    Ok(Some(crate::core::header_millis(name, text)?))
 }
 
 /// The whole request body, within the body limit.

@@ -47,7 +47,7 @@ pub(crate) fn router(state: &AppState) -> Router<AppState> {
 #[utoipa::path(post, path = "/v1/leases/{key}/acquire", tag = "leases",
     params(
         ("key" = LeaseKey, Path, description = "The lease key"),
-        ("Dagnats-Lease-Waited-Ms" = Option<u64>, Header, description = "On each try of a wait for the key: milliseconds since the first try (0 on it), so a grant counts how long its holder waited"),
+        ("Dagnats-Lease-Waited-Ms" = Option<u64>, Header, nullable = false, maximum = 9223372036854775807_f64, description = "On each try of a wait for the key: milliseconds since the first try (0 on it), so a grant counts how long its holder waited"),
     ),
     request_body(content = AcquireRequest, content_type = "application/json"),
     security((), ("bearer" = [])),

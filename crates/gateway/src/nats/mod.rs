@@ -270,13 +270,7 @@ fn header_ms(msg: &Message, name: &str) -> Result<Option<Duration>, LeaseError> 
     let Some(value) = msg.headers.as_ref().and_then(|h| h.get(name)) else {
         return Ok(None);
     };
-    let ms = value.as_str().parse::<u64>().map_err(|_| {
-        LeaseError::Invalid(format!(
-            "{name} must be a whole number of milliseconds, not {:?}",
-            value.as_str()
-        ))
-    })?;
-    Ok(Some(Duration::from_millis(ms)))
+    crate::core::header_millis(name, value.as_str()).map(Some)
 }
 
 /// Runs one request: its reply body, and the error it answered if it

@@ -10,9 +10,9 @@ use crate::common::{
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-/// The seven lease subjects (docs/protocol.md, Operations).
-const OPS: [&str; 7] = [
-    "acquire", "renew", "release", "owner", "forward", "list", "transfer",
+/// The eight lease subjects (docs/protocol.md, Operations).
+const OPS: [&str; 8] = [
+    "acquire", "renew", "release", "owner", "forward", "list", "transfer", "history",
 ];
 
 fn valid_body(op: &str) -> Value {
@@ -20,7 +20,7 @@ fn valid_body(op: &str) -> Value {
         "acquire" => json!({"key": "k", "holder": "h", "ttl_ms": 1000}),
         "owner" => json!({"key": "k"}),
         "forward" => json!({"key": "k", "payload": ""}),
-        "list" => json!({}),
+        "list" | "history" => json!({}),
         "transfer" => json!({"key": "k", "holder": "h", "revision": 1, "to": "g", "ttl_ms": 1000}),
         _ => json!({"key": "k", "holder": "h", "revision": 1, "ttl_ms": 1000}),
     }
