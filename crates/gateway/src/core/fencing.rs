@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use futures::FutureExt;
 use futures::future::BoxFuture;
 use time::OffsetDateTime;
 
@@ -105,19 +106,90 @@ impl LeaseCore {
         }
         Err(contention(key))
     }
+
+    /// Renew's and transfer's step: the `grant`'s write, [`fenced`] at
+    /// `claim` and [`clear_of_expiry`] of the lease it replaces.
+    /// `write_for` makes, from what is known of the held lease, the write
+    /// (given the moment after which it must not be sent) and what undoes
+    /// it when acknowledged too late. A retry whose first write already
+    /// landed gets its grant again: the key's current record is one that
+    /// `written_by_it` recognises, written over the claimed revision.
+    ///
+    /// [`fenced`]: LeaseCore::fenced
+    pub(super) async fn fenced_grant<W, WF, U, UF>(
+        &self,
+        grant: NewGrant,
+        bucket: &dyn Records,
+        claim: Claim<'_>,
+        write_for: impl Fn(Known) -> (W, U),
+        written_by_it: impl Fn(&LeaseRecord) -> bool,
+    ) -> Result<Grant, LeaseError>
+    where
+        W: FnOnce(OffsetDateTime) -> WF + Send,
+        WF: Future<Output = Result<Grant, StoreError>> + Send,
+        U: FnOnce(Grant) -> UF + Send,
+        UF: Future<Output = ()> + Send,
+    {
+        let (key, holder, revision) = (claim.key, claim.holder, claim.revision);
+        let lost = || lost(key, holder, revision);
+        let lost = &lost;
+        let fence = (key, revision.get());
+        let write = |held: Known| {
+            let expires_at = held.expires_at;
+            let (write, undo) = write_for(held);
+            clear_of_expiry(grant.name(), fence, expires_at, lost, write, undo).boxed()
+        };
+        let landed = |entry: &Entry| granted_again(key, entry, grant, fence.1, &written_by_it);
+        self.fenced(bucket, claim, write, landed).await?
+    }
 }
 
-/// The grant a retried call answers when its first write already landed
-/// as `record`, at `seq`.
-pub(super) fn granted_again(
+/// Which new grant [`LeaseCore::fenced_grant`] writes.
+#[derive(Clone, Copy)]
+pub(super) enum NewGrant {
+    Renewal,
+    Transfer,
+}
+
+impl NewGrant {
+    /// The operation's name, for the log.
+    fn name(self) -> &'static str {
+        match self {
+            NewGrant::Renewal => "renew",
+            NewGrant::Transfer => "transfer",
+        }
+    }
+
+    /// Whether its write leaves a renewed record: a transfer starts a tenure.
+    fn renewed(self) -> bool {
+        matches!(self, NewGrant::Renewal)
+    }
+}
+
+/// The grant a retried renew or transfer answers when its first write
+/// already landed and its reply was lost: `entry`, the key's current one,
+/// is a held record as `grant`'s write leaves it, written over `prev`, that
+/// `written_by_it` recognises.
+fn granted_again(
     key: &str,
-    seq: u64,
-    record: &LeaseRecord,
-    stored_at: OffsetDateTime,
-) -> Grant {
-    Grant {
-        granted: true,
-        lease: record.lease(key, seq, Some(stored_at)),
+    entry: &Entry,
+    grant: NewGrant,
+    prev: u64,
+    written_by_it: impl Fn(&LeaseRecord) -> bool,
+) -> Option<Result<Grant, LeaseError>> {
+    match entry {
+        Entry::Held {
+            seq,
+            renewed,
+            record,
+            stored_at,
+        } if *renewed == grant.renewed() && record.prev == prev && written_by_it(record) => {
+            Some(Ok(Grant {
+                granted: true,
+                lease: record.lease(key, *seq, Some(*stored_at)),
+            }))
+        }
+        _ => None,
     }
 }
 
@@ -148,7 +220,7 @@ pub(super) fn too_late(expires_at: OffsetDateTime) -> bool {
 ///
 /// `write` gets the moment after which it must not be sent: one that
 /// waited in this gateway's queue that long is never sent, and is `lost`.
-pub(super) async fn clear_of_expiry<T, W, U>(
+async fn clear_of_expiry<T, W, U>(
     what: &str,
     (key, revision): (&str, u64),
     expires_at: OffsetDateTime,

@@ -4,19 +4,18 @@
 
 use std::sync::Arc;
 
-use futures::FutureExt;
 use time::OffsetDateTime;
 
 use super::budget::within_budget;
 use super::caller::Caller;
 use super::error::LeaseError;
-use super::fencing::{Claim, clear_of_expiry, granted_again, lost};
+use super::fencing::{Claim, NewGrant};
 use super::known::{Known, Tenancy};
 use super::lease_core::LeaseCore;
 use super::ports::{Records, StoreError};
 use super::records::lease_record;
 use super::release::Ending;
-use dagnats_leases_wire::record::{Entry, WriteEvent};
+use dagnats_leases_wire::record::{LeaseRecord, WriteEvent};
 use dagnats_leases_wire::reply::{Grant, Lease};
 use dagnats_leases_wire::request::RenewRequest;
 
@@ -31,11 +30,8 @@ impl LeaseCore {
     ) -> Result<Grant, LeaseError> {
         within_budget(async move {
             let bucket = self.bucket()?;
-            let (key, revision) = (req.key.as_str(), req.revision.get());
-            let lost = || lost(key, &req.holder, req.revision);
-            let (bucket_ref, req_ref, lost_ref) = (bucket, &req, &lost);
-            let write = move |held: Known| {
-                let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
+            let req = &req;
+            let write_for = move |held: Known| {
                 let started = (held.acquired_at, held.tenancy);
                 let tenure = (started, held.principal.clone());
                 let renewed = move |send_by| self.renew_at(bucket, req, tenure, send_by);
@@ -55,30 +51,14 @@ impl LeaseCore {
                         let _ = withdrawal.await;
                     }
                 };
-                clear_of_expiry(
-                    "renew",
-                    (key, revision),
-                    held.expires_at,
-                    lost,
-                    renewed,
-                    withdraw,
-                )
-                .boxed()
+                (renewed, withdraw)
             };
-            // This very renew already landed and its reply was lost.
-            let landed = |entry: &Entry| match entry {
-                Entry::Held {
-                    seq,
-                    renewed: true,
-                    record,
-                    stored_at,
-                } if record.prev == revision && record.holder == req.holder.as_str() => {
-                    Some(Ok(granted_again(key, *seq, record, *stored_at)))
-                }
-                _ => None,
-            };
-            let claim = Claim::new(key, &req.holder, req.revision, caller);
-            self.fenced(bucket, claim, write, landed).await?
+            // A retry of this very renew, whose reply was lost, finds the
+            // record renewed by its holder.
+            let by_holder = |record: &LeaseRecord| record.holder == req.holder.as_str();
+            let claim = Claim::new(req.key.as_str(), &req.holder, req.revision, caller);
+            self.fenced_grant(NewGrant::Renewal, bucket, claim, write_for, by_holder)
+                .await
         })
         .await
     }

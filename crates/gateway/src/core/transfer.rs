@@ -2,17 +2,16 @@
 //! compare-and-set write, so the new tenure starts exactly where the old one
 //! ends, with no free moment between them for a third holder to take.
 
-use futures::FutureExt;
 use time::OffsetDateTime;
 
 use super::budget::within_budget;
 use super::caller::Caller;
 use super::error::LeaseError;
-use super::fencing::{Claim, clear_of_expiry, granted_again, lost};
+use super::fencing::{Claim, NewGrant};
 use super::known::Known;
 use super::lease_core::LeaseCore;
 use super::ports::{Records, StoreError, Write};
-use dagnats_leases_wire::record::{Entry, LeaseRecord, RECORD_VERSION, WriteEvent};
+use dagnats_leases_wire::record::{LeaseRecord, RECORD_VERSION, WriteEvent};
 use dagnats_leases_wire::reply::Grant;
 use dagnats_leases_wire::request::TransferRequest;
 
@@ -35,42 +34,22 @@ impl LeaseCore {
     ) -> Result<Grant, LeaseError> {
         within_budget(async move {
             let bucket = self.bucket()?;
-            let (key, revision) = (req.key.as_str(), req.revision.get());
-            let lost = || lost(key, &req.holder, req.revision);
-            let (bucket_ref, req_ref, lost_ref) = (bucket, &req, &lost);
-            let write = move |held: Known| {
-                let (bucket, req, lost) = (bucket_ref, req_ref, lost_ref);
+            let req = &req;
+            // Nothing to undo: the record names `to`, not the holder told it
+            // lost the lease, and `to` learns of it from the server.
+            let write_for = move |_: Known| {
                 let moved = move |send_by| self.transfer_at(bucket, (req, caller), send_by);
-                // Nothing to undo: the record names `to`, not the holder told
-                // it lost the lease, and `to` learns of it from the server.
-                clear_of_expiry(
-                    "transfer",
-                    (key, revision),
-                    held.expires_at,
-                    lost,
-                    moved,
-                    |_| async {},
-                )
-                .boxed()
+                (moved, |_| async {})
             };
-            // This very transfer already landed and its reply was lost: the
-            // key's current record is the tenure it started, unrenewed.
-            let landed = |entry: &Entry| match entry {
-                Entry::Held {
-                    seq,
-                    renewed: false,
-                    record,
-                    stored_at,
-                } if record.prev == revision
-                    && record.holder == req.to.as_str()
-                    && record.previous_holder.as_deref() == Some(req.holder.as_str()) =>
-                {
-                    Some(Ok(granted_again(key, *seq, record, *stored_at)))
-                }
-                _ => None,
+            // A retry of this very transfer, whose reply was lost, finds the
+            // tenure it started, moved from its holder to `to`.
+            let moved_to = |record: &LeaseRecord| {
+                record.holder == req.to.as_str()
+                    && record.previous_holder.as_deref() == Some(req.holder.as_str())
             };
-            let claim = Claim::new(key, &req.holder, req.revision, caller);
-            self.fenced(bucket, claim, write, landed).await?
+            let claim = Claim::new(req.key.as_str(), &req.holder, req.revision, caller);
+            self.fenced_grant(NewGrant::Transfer, bucket, claim, write_for, moved_to)
+                .await
         })
         .await
     }
