@@ -35,7 +35,9 @@ pub(super) enum Taken {
 /// one is. Subscribed to every key's changes before the first acquire, so
 /// a release that lands meanwhile still wakes it; woken on a release or an
 /// expiry (that key is tried first), on a transfer to `holder`, or at the
-/// earliest expiry of the leases it saw, in case an event was lost.
+/// earliest expiry of the leases it saw, in case an event was lost. A
+/// waiting try says how long the wait has lasted, so the gateway counts it
+/// once granted (docs/protocol.md, Tenure history).
 pub(super) async fn take_one(
     client: &LeaseClient,
     keys: &[String],
@@ -46,12 +48,19 @@ pub(super) async fn take_one(
     let mut changes = subscribe(client, keys).await?;
     let mut order: Vec<usize> = (0..keys.len()).collect();
     let mut retry = RETRY_MIN;
+    let first_try = Instant::now();
     loop {
         let mut wake = Instant::now() + ttl;
         let mut failure = None;
         for &i in &order {
             let started = Instant::now();
-            match client.acquire(&keys[i], holder, ttl).await {
+            let asked = if wait {
+                let waited = started - first_try;
+                client.acquire_waited(&keys[i], holder, ttl, waited).await
+            } else {
+                client.acquire(&keys[i], holder, ttl).await
+            };
+            match asked {
                 Ok(grant) if grant.granted => {
                     return Ok(Taken::Granted(Granted {
                         key: keys[i].clone(),
