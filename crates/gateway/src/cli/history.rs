@@ -30,9 +30,9 @@ pub struct HistoryArgs {
     /// Only tenures that started then or earlier, written as `--since`.
     #[arg(long)]
     pub until: Option<String>,
-    /// Print at most this many tenures (default: all).
-    #[arg(long)]
-    pub limit: Option<usize>,
+    /// Print at most this many tenures (default: all); 1 or more.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
     /// One JSON object per tenure and line, for scripts.
     #[arg(long)]
     pub json: bool,
@@ -50,9 +50,9 @@ impl HistoryArgs {
                 Err(_) => Ok(Value::from(text.as_str())),
             }
         };
-        let page = self.limit.map_or(MAX_HISTORY_LIMIT, |limit| {
-            (limit as u64).clamp(1, MAX_HISTORY_LIMIT)
-        });
+        let page = self
+            .limit
+            .map_or(MAX_HISTORY_LIMIT, |limit| limit.min(MAX_HISTORY_LIMIT));
         from_fields([
             ("key", self.key.clone().map_or(Value::Null, Value::from)),
             (
@@ -73,7 +73,9 @@ pub(super) async fn history(
     mut req: HistoryRequest,
     args: &HistoryArgs,
 ) -> Exit {
-    let mut left = args.limit.unwrap_or(usize::MAX);
+    let mut left = args.limit.map_or(usize::MAX, |limit| {
+        usize::try_from(limit).unwrap_or(usize::MAX)
+    });
     while left > 0 {
         let page = match client.history(&req).await {
             Ok(page) => page,

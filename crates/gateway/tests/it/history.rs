@@ -681,15 +681,31 @@ async fn the_cli_prints_a_keys_tenures_newest_first_as_lines_or_json() {
         rev(&second)
     );
     assert_eq!(out, line);
+}
+
+#[tokio::test]
+async fn every_bad_history_input_to_the_cli_exits_2_and_asks_nothing() {
+    let s = Setup::start().await;
+    let mut asked = s.client.subscribe("api.leases.>").await.unwrap();
+    common::settle(&s.client).await;
     for bad in [
         &["history", "a.b"][..],
-        &["history", "--since", "yesterday"],
         &["history", "--prefix", "a*"],
+        &["history", "--since", "yesterday"],
+        &["history", "--until", "2026-13-01T00:00:00Z"],
         &["history", "--since", "1m", "--until", "2h"],
+        &["history", "--limit", "0"],
+        &["history", "--limit", "ten"],
     ] {
         let (code, out) = cli(&s, bad);
         assert_eq!((code, out.as_str()), (2, ""), "{bad:?}");
     }
+    // Whatever the commands sent reached the server before they exited.
+    common::settle(&s.client).await;
+    let sent = futures::FutureExt::now_or_never(asked.next());
+    assert!(sent.is_none(), "a request was sent: {sent:?}");
+    let granted = s.acquire("k", "a", 15_000).await;
+    assert_eq!(granted["granted"], true, "still serving: {granted}");
 }
 
 /// The value of `series` on `/metrics` once it is `want`, within 30 s.
@@ -737,30 +753,18 @@ async fn the_history_counts_ended_tenures_hand_overs_and_a_flapping_key_on_metri
     metric_reaches(&http, "dagnats_acquires_not_granted_total", 1.0).await;
 }
 
-#[tokio::test]
-async fn a_waiting_keepers_grant_counts_how_long_it_waited() {
-    use dagnats_leases_client::{KeeperOptions, LeaseClient, LeaseKeeper, Ownership};
-    let s = Setup::start().await;
+/// `key` held by "a" while a waiter for it (started by the caller) is
+/// refused, then released: once the waiter is granted, `granted` says so,
+/// the gateway has counted one wait, and it was longer than nothing.
+async fn the_wait_is_counted<F, G>(s: &Setup, key: &str, held: &Value, granted: G)
+where
+    G: FnOnce() -> F,
+    F: Future<Output = ()>,
+{
     let http = Http::of(&s.gateway).await;
-    let held = s.acquire("wait-1", "a", 15_000).await;
-    let keeper = LeaseKeeper::start(
-        LeaseClient::new(s.client.clone()),
-        KeeperOptions {
-            key: "wait-1".into(),
-            holder: "b".into(),
-            ttl: Duration::from_secs(15),
-            wait: true,
-        },
-    );
-    // Refused at least once while "a" holds it.
     metric_reaches(&http, "dagnats_acquires_not_granted_total", 1.0).await;
-    s.release("wait-1", "a", rev(&held)).await;
-    let mut owner = keeper.watch();
-    eventually("the keeper to own the key", Duration::from_secs(15), || {
-        let now = owner.borrow_and_update().clone();
-        async move { matches!(now, Ownership::Owner { .. }).then_some(()) }
-    })
-    .await;
+    s.release(key, "a", rev(held)).await;
+    granted().await;
     metric_reaches(&http, "dagnats_acquire_wait_seconds_count", 1.0).await;
     let text = http.metrics().await;
     let waited: f64 = text
@@ -771,6 +775,73 @@ async fn a_waiting_keepers_grant_counts_how_long_it_waited() {
                 .ok()
         })
         .expect("a wait recorded");
-    assert!(waited > 0.0, "the keeper had waited, {waited} s: {text}");
+    assert!(waited > 0.0, "the waiter had waited, {waited} s: {text}");
+}
+
+/// Waits until `holder` holds `key`.
+async fn held_by(s: &Setup, key: &str, holder: &str) {
+    eventually(
+        &format!("{holder} to hold {key}"),
+        Duration::from_secs(15),
+        || async {
+            let owner = s.call("owner", json!({"key": key})).await;
+            (owner["holder"] == holder).then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_waiting_keepers_grant_counts_how_long_it_waited() {
+    use dagnats_leases_client::{KeeperOptions, LeaseClient, LeaseKeeper};
+    let s = Setup::start().await;
+    let held = s.acquire("wait-1", "a", 15_000).await;
+    let keeper = LeaseKeeper::start(
+        LeaseClient::new(s.client.clone()),
+        KeeperOptions {
+            key: "wait-1".into(),
+            holder: "b".into(),
+            ttl: Duration::from_secs(15),
+            wait: true,
+        },
+    );
+    the_wait_is_counted(&s, "wait-1", &held, || held_by(&s, "wait-1", "b")).await;
     keeper.shutdown().await;
+}
+
+#[tokio::test]
+async fn holds_grant_after_waiting_counts_how_long_it_waited() {
+    let s = Setup::start().await;
+    let held = s.acquire("wait-hold", "a", 15_000).await;
+    let args = ["hold", "wait-hold", "--holder", "b", "--ttl-ms", "15000"];
+    let mut hold = common::command(&s.server.url, &args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    the_wait_is_counted(&s, "wait-hold", &held, || held_by(&s, "wait-hold", "b")).await;
+    hold.kill().unwrap();
+    hold.wait().unwrap();
+}
+
+#[tokio::test]
+async fn runs_grant_after_waiting_counts_how_long_it_waited() {
+    let s = Setup::start().await;
+    let held = s.acquire("wait-run", "a", 15_000).await;
+    let args = ["run", "wait-run", "--holder", "b", "--", "true"];
+    let run = common::command(&s.server.url, &args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let run = std::cell::RefCell::new(run);
+    // The command exits at once: run's exit says it was granted.
+    let ran = || async {
+        let status = eventually("run to exit", Duration::from_secs(15), || async {
+            run.borrow_mut().try_wait().unwrap()
+        })
+        .await;
+        assert_eq!(status.code(), Some(0), "run ran its command");
+    };
+    the_wait_is_counted(&s, "wait-run", &held, ran).await;
 }
