@@ -610,6 +610,21 @@ async fn ten_thousand_held_leases_are_all_shown_filtered_and_kept_live() {
         .execute_async(FILTER_JS, vec![json!("")])
         .await
         .unwrap();
+    assert!(
+        shown <= 2_000.0,
+        "every lease shown {shown:.0} ms after opening: over 2 s"
+    );
+    for (filter, took) in [
+        ("by key", &by_key),
+        ("by holder", &by_holder),
+        ("cleared", &cleared),
+    ] {
+        let ms = took[0].as_f64().unwrap();
+        assert!(
+            ms <= 200.0,
+            "the filter {filter} answered in {ms:.0} ms: over 200 ms"
+        );
+    }
 
     // What the timeline's redraw, once a second, costs at this size.
     let redraw = s

@@ -208,12 +208,22 @@ async fn fresh_gateway(server: &NatsServer) -> (Gateway, Http) {
     (gateway, http)
 }
 
+/// The server and gateways a scene runs on, kept until it ends.
+type Running = (NatsServer, Gateway, Gateway);
+
+/// [`five_tenures`] made through one gateway, then the page opened on a
+/// fresh one: what it draws of them comes from the history.
+async fn five_tenures_then_a_fresh_page() -> (Running, async_nats::Client, Session, Vec<Value>) {
+    let (server, gateway, http, nats) = started().await;
+    let past = five_tenures(&nats, &http).await;
+    let (fresh, fresh_http) = fresh_gateway(&server).await;
+    let s = Session::open(&fresh_http).await;
+    ((server, gateway, fresh), nats, s, past)
+}
+
 #[tokio::test]
 async fn a_past_window_is_drawn_from_the_history_with_the_live_changes_joined_on() {
-    let (server, _gateway, http, nats) = started().await;
-    let past = five_tenures(&nats, &http).await;
-    let (_fresh, fresh_http) = fresh_gateway(&server).await;
-    let s = Session::open(&fresh_http).await;
+    let (_running, nats, s, past) = five_tenures_then_a_fresh_page().await;
     // Live, the page knows only the tenure held now.
     poll_until("the held tenure", Duration::from_secs(5), || async {
         lane(&s, "leader").await == drawn(&past[..1])
@@ -283,6 +293,37 @@ async fn a_past_window_is_drawn_from_the_history_with_the_live_changes_joined_on
         "{title}"
     );
     s.screenshot("dashboard-history-window.png").await;
+    assert_eq!(s.console_errors().await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn the_24_hour_window_draws_the_last_24_hours_from_the_history() {
+    let (_running, _nats, s, past) = five_tenures_then_a_fresh_page().await;
+    choose(&s, "86400").await;
+    poll_until("the history drawn", Duration::from_secs(10), || async {
+        lane(&s, "leader").await == drawn(&past)
+    })
+    .await;
+    assert_eq!(status(&s).await, "");
+    assert_eq!(
+        s.js("return document.getElementById('timeline-title').textContent")
+            .await,
+        "Ownership, last 24 hours"
+    );
+    // Each read of the window: how far back its since is, and its until.
+    let asked = s
+        .js("return performance.getEntriesByType('resource').map(e => new URL(e.name)) \
+             .filter(u => u.pathname === '/v1/history' && u.searchParams.has('since')) \
+             .map(u => [Date.now() - Date.parse(u.searchParams.get('since')), u.searchParams.get('until')])")
+        .await;
+    let reads = asked.as_array().unwrap();
+    assert_eq!(reads.len(), 1, "one page holds the window: {asked}");
+    let back = reads[0][0].as_f64().unwrap();
+    assert!(
+        (86_400_000.0 - 60_000.0..=86_400_000.0 + 60_000.0).contains(&back),
+        "since {back} ms back, not 24 h"
+    );
+    assert_eq!(reads[0][1], Value::Null, "no until: the window runs to now");
     assert_eq!(s.console_errors().await, Vec::<String>::new());
 }
 
