@@ -476,26 +476,60 @@ async fn no_wait_on_a_held_key_exits_3_and_starts_nothing() {
 async fn bad_input_exits_2_and_acquires_nothing() {
     let s = Setup::start().await;
     let long = "k".repeat(126);
-    let cases: [&[&str]; 10] = [
-        &["run", "k"],
-        &["run", "k", "--"],
-        &["run", "a.b", "--", "true"],
-        &["run", "k", "--holder", "a b", "--", "true"],
-        &["run", "k", "--slots", "0", "--", "true"],
-        &["run", "k", "--slots", "1025", "--", "true"],
-        &["run", "k", "--ttl-ms", "1500", "--", "true"],
-        &["run", "k", "--ttl-ms", "500", "--", "true"],
-        &["run", "k", "--ttl-ms", "601000", "--", "true"],
-        &["run", &long, "--slots", "100", "--", "true"],
+    let key = "key must be 1 to 128 bytes";
+    let ttl = "ttl_ms must be a whole number of seconds from 1000 to 600000";
+    let cases: [(&[&str], &str); 10] = [
+        (&["run", "k"], "<CMD>"),
+        (&["run", "k", "--"], "<CMD>"),
+        (&["run", "a.b", "--", "true"], key),
+        (
+            &["run", "k", "--holder", "a b", "--", "true"],
+            "holder must be 1 to 128 bytes",
+        ),
+        (
+            &["run", "k", "--slots", "0", "--", "true"],
+            "--slots must be 1 to 1024, got 0",
+        ),
+        (
+            &["run", "k", "--slots", "1025", "--", "true"],
+            "--slots must be 1 to 1024, got 1025",
+        ),
+        (&["run", "k", "--ttl-ms", "1500", "--", "true"], ttl),
+        (&["run", "k", "--ttl-ms", "500", "--", "true"], ttl),
+        (&["run", "k", "--ttl-ms", "601000", "--", "true"], ttl),
+        (&["run", &long, "--slots", "100", "--", "true"], key),
     ];
-    for args in cases {
+    for (args, says) in cases {
         let out = command(&s.server.url, args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(!stderr.trim().is_empty(), "{args:?} says why");
+        assert!(stderr.contains(says), "{args:?} says {says:?}: {stderr}");
     }
     let stream = common::stream_state(&s.client).await;
     assert_eq!(stream["messages"], 0, "nothing was acquired: {stream}");
+}
+
+#[test]
+fn run_help_names_every_exit_code() {
+    let out = command("nats://127.0.0.1:1", &["run", "--help"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
+    let codes = help
+        .split_once("Exit codes:\n")
+        .unwrap_or_else(|| panic!("no exit codes in:\n{help}"))
+        .1;
+    let named: Vec<&str> = codes
+        .lines()
+        .map(|line| line.trim_start().split("  ").next().unwrap())
+        .collect();
+    assert_eq!(
+        named,
+        ["CMD's own", "2", "3", "4", "126, 127", "1"],
+        "{codes}"
+    );
+    assert!(codes.contains("128 + N"), "{codes}");
 }
 
 #[tokio::test]
