@@ -151,3 +151,43 @@ async fn an_event_stream_shows_only_what_the_principal_may_read() {
         .collect();
     assert_eq!(recent_keys, ["team-a-x"], "{}", recent.body);
 }
+
+#[tokio::test]
+async fn under_a_policy_the_read_token_setting_reads_every_key_and_holds_none() {
+    let t = Tenants::start().await;
+    let a = t.hold("alice", "team-a-x", "a1").await;
+    let b = t.hold("bob", "team-b-x", "b1").await;
+    let read_token = "operators-read-token";
+    let gateway = t.gateway(&[("DAGNATS_HTTP_READ_TOKEN", read_token)]).await;
+    let reader = Http::of(&gateway).await.with_token(read_token);
+    let list = reader.get("/v1/leases").await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    let keys: Vec<_> = list.body["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["key"].clone(), l["revision"].clone()))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            (json!("team-a-x"), a["revision"].clone()),
+            (json!("team-b-x"), b["revision"].clone())
+        ],
+        "{}",
+        list.body
+    );
+    for (key, holder) in [("team-a-x", "a1"), ("team-b-x", "b1")] {
+        let owner = reader.get(&format!("/v1/leases/{key}")).await;
+        assert_eq!(owner.status, 200, "{}", owner.body);
+        assert_eq!(owner.body["holder"], holder, "{}", owner.body);
+    }
+    let before = t.record("team-a-x").await;
+    let acquire = json!({"holder": "r1", "ttl_ms": TTL});
+    let reply = reader.post("/v1/leases/team-a-y/acquire", acquire).await;
+    assert_error(&reply, 403, "forbidden");
+    let revoke = reader.request(reqwest::Method::DELETE, "/v1/leases/team-a-x");
+    assert_error(&reader.send(revoke).await, 403, "forbidden");
+    assert_eq!(t.record("team-a-y").await, None);
+    assert_eq!(t.record("team-a-x").await, before);
+}
