@@ -191,3 +191,16 @@ pub fn example_policy_without(names: &[&str]) -> String {
     }
     kept
 }
+
+/// The doc's policy, with `shared-` keys held by both team-a and team-b.
+pub fn shared_policy() -> String {
+    accounts::example("policy.toml")
+        .replace(
+            "prefixes = [\"team-a-\"]\nrights = [\"hold\"]",
+            "prefixes = [\"team-a-\", \"shared-\"]\nrights = [\"hold\"]",
+        )
+        .replace(
+            "nats_user = \"bob\"\nprefixes = [\"team-b-\"]",
+            "nats_user = \"bob\"\nprefixes = [\"team-b-\", \"shared-\"]",
+        )
+}

@@ -2,11 +2,13 @@
 //! release or owner is one in the common case, and so is an acquire of a
 //! key the gateway knows is free (the create alone; a key it knows held is
 //! read instead). On a replicated bucket an owner read of a key the
-//! gateway knows is its barrier alone. More is a performance bug.
+//! gateway knows is its barrier alone. A loaded policy adds none. More is
+//! a performance bug.
 
 use std::time::Duration;
 
 use crate::common::cluster::{self, Cluster};
+use crate::common::tenants::{Tenants, assert_forbidden, shared_policy};
 use crate::common::{Setup, call};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -169,4 +171,40 @@ async fn concurrent_owner_reads_of_one_known_key_share_their_barriers() {
         (1..=READERS / 2).contains(&barriers),
         "{READERS} reads sent {barriers} barriers: the readers that wait together share one"
     );
+}
+
+#[tokio::test]
+async fn a_policy_check_costs_no_jetstream_round_trip() {
+    let t = Tenants::with_policy(&shared_policy(), 1).await;
+    // The gateways' account, where the gateway talks to JetStream.
+    let mut tap = Tap::on(t.client("ops")).await;
+    let lease = |holder: &str, revision: &Value| json!({"key": "shared-k", "holder": holder, "revision": revision, "ttl_ms": 15000});
+    let acquired = t.hold("alice", "shared-k", "a1").await;
+    assert_eq!(tap.count().await, (0, 1), "acquire: one create");
+    let (renewed, _) = t
+        .call("alice", "renew", lease("a1", &acquired["revision"]))
+        .await;
+    assert_eq!(renewed["granted"], true, "{renewed}");
+    assert_eq!(tap.count().await, (0, 1), "renew: one compare-and-set");
+    let revision = &renewed["revision"];
+    let refused = [
+        ("bob", "renew", lease("a1", revision)),
+        ("bob", "release", lease("a1", revision)),
+        (
+            "carol",
+            "acquire",
+            json!({"key": "team-b-k", "holder": "c1", "ttl_ms": 15000}),
+        ),
+        ("alice", "owner", json!({"key": "team-b-k"})),
+    ];
+    for (user, op, body) in refused {
+        assert_forbidden(&format!("{user} {op}"), &t.call(user, op, body).await);
+        assert_eq!(tap.count().await, (0, 0), "{user}'s refused {op}: none");
+    }
+    let (owner, _) = t.call("bob", "owner", json!({"key": "shared-k"})).await;
+    assert_eq!(owner["holder"], "a1", "{owner}");
+    assert_eq!(tap.count().await, (1, 0), "owner: one leader read");
+    let (released, _) = t.call("alice", "release", lease("a1", revision)).await;
+    assert_eq!(released["released"], true, "{released}");
+    assert_eq!(tap.count().await, (0, 1), "release: one compare-and-set");
 }

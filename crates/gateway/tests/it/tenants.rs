@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::common::records::write_lease;
-use crate::common::tenants::{Tenants, assert_forbidden, call_with, example_policy_without};
+use crate::common::tenants::{
+    Tenants, assert_forbidden, call_with, example_policy_without, shared_policy,
+};
 use crate::common::{Http, eventually};
 use dagnats_leases_client::{KeeperOptions, LeaseClient, LeaseKeeper, serve_inbox};
 use dagnats_leases_testkit::accounts;
@@ -29,19 +31,6 @@ fn transfer(key: &str, holder: &str, revision: &Value, to: &str) -> Value {
     let mut body = fenced(key, holder, revision);
     body["to"] = json!(to);
     body
-}
-
-/// The doc's policy, with `shared-` keys held by both team-a and team-b.
-fn shared_policy() -> String {
-    accounts::example("policy.toml")
-        .replace(
-            "prefixes = [\"team-a-\"]\nrights = [\"hold\"]",
-            "prefixes = [\"team-a-\", \"shared-\"]\nrights = [\"hold\"]",
-        )
-        .replace(
-            "nats_user = \"bob\"\nprefixes = [\"team-b-\"]",
-            "nats_user = \"bob\"\nprefixes = [\"team-b-\", \"shared-\"]",
-        )
 }
 
 #[tokio::test]
