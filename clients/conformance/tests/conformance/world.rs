@@ -1,7 +1,7 @@
 //! The real processes a scenario runs against: a nats-server with a
 //! gateway (shared by every scenario that only reads and writes its own
-//! keys, or a scenario's own when it pauses the gateway), or a bare
-//! nats-server with no gateway at all.
+//! keys, or a scenario's own when it pauses the gateway, loads a policy or
+//! runs on a server too old), or a bare nats-server with no gateway at all.
 
 use std::time::Duration;
 
@@ -20,14 +20,39 @@ pub struct World {
 
 impl World {
     pub async fn start() -> World {
+        Self::start_with(&[]).await
+    }
+
+    /// [`start`](Self::start), the gateway with `args` (e.g. a policy).
+    pub async fn start_with(args: &[&str]) -> World {
         let server = NatsServer::start().await;
-        let gateway = Gateway::start(&server.url).await;
+        let gateway = Gateway::start_with(&server.url, args, &[]).await;
         let client = dagnats_leases_testkit::nats::client(&server.url).await;
         World {
             server,
             gateway,
             client,
         }
+    }
+
+    /// A nats-server older than 2.11 (no bucket) and a gateway on it,
+    /// once the gateway answers `unsupported`.
+    pub async fn on_an_older_server() -> World {
+        let server = NatsServer::old().await;
+        let gateway = Gateway::spawn(&server.url, &[], &[]);
+        gateway.wait_serving().await;
+        let client = dagnats_leases_testkit::nats::client(&server.url).await;
+        let world = World {
+            server,
+            gateway,
+            client,
+        };
+        let owner = serde_json::json!({"key": "k"});
+        dagnats_leases_testkit::eventually("unsupported", Duration::from_secs(10), || async {
+            (world.call("owner", owner.clone()).await["kind"] == "unsupported").then_some(())
+        })
+        .await;
+        world
     }
 
     /// `api.leases.<op>` with a JSON body, sent by the runner itself (not

@@ -5,6 +5,7 @@
 //! - `forward`: forward and its error kinds, naming the owner.
 //! - `bounds`: out-of-bounds input refused with `invalid`, nothing sent.
 //! - `client_kinds`: `unavailable`, `timeout`, `internal`.
+//! - `refused`: `unsupported` and `forbidden`, as the gateway answers them.
 //! - `keeper`: the renew cadence, loss at once, a paused holder.
 //! - `deadline`: the loss deadline when the gateway stops answering.
 //! - `takeover`: a waiting keeper taking over, and hand-off.
@@ -19,6 +20,7 @@ mod forward;
 mod gate;
 mod inbox;
 mod keeper;
+mod refused;
 mod takeover;
 
 use std::sync::Arc;
@@ -80,6 +82,8 @@ scenarios![
     client_kinds::no_reply_within_the_client_timeout_is_timeout,
     client_kinds::an_unreadable_reply_is_internal,
     client_kinds::a_corrupt_record_is_internal,
+    refused::every_call_to_a_gateway_on_a_server_older_than_2_11_is_unsupported,
+    refused::every_call_the_policy_refuses_is_forbidden_and_changes_nothing,
     keeper::the_keeper_renews_about_every_third_of_its_ttl,
     keeper::fence_is_null_at_once_when_a_renew_is_lost,
     keeper::a_paused_holder_reports_null_before_it_renews_again,
