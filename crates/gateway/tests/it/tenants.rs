@@ -483,3 +483,42 @@ async fn without_a_policy_nothing_is_checked_and_records_name_no_principal() {
         "no tenant copies"
     );
 }
+
+/// The keys of a history page, newest tenure first.
+fn history_keys(page: &Value) -> Vec<&str> {
+    let tenures = page["tenures"].as_array();
+    let tenures = tenures.unwrap_or_else(|| panic!("a page of tenures: {page}"));
+    tenures.iter().map(|t| t["key"].as_str().unwrap()).collect()
+}
+
+#[tokio::test]
+async fn a_history_read_shows_only_what_the_principal_may_read() {
+    let t = Tenants::start().await;
+    t.hold("alice", "team-a-h", "a1").await;
+    t.hold("bob", "team-b-h", "b1").await;
+    // The history is written behind the bucket: wait until both are in.
+    eventually(
+        "both tenures in the history",
+        Duration::from_secs(10),
+        || async {
+            let (page, _) = t.call("ops", "history", json!({})).await;
+            (history_keys(&page) == ["team-b-h", "team-a-h"]).then_some(())
+        },
+    )
+    .await;
+    let reply = t.call("bob", "history", json!({"key": "team-a-h"})).await;
+    assert_forbidden("bob's history of team-a-h", &reply);
+    let reply = t.call("alice", "history", json!({"key": "team-b-h"})).await;
+    assert_forbidden("alice's history of team-b-h", &reply);
+    for (user, own) in [
+        ("alice", "team-a-h"),
+        ("bob", "team-b-h"),
+        ("carol", "team-b-h"),
+    ] {
+        for query in [json!({}), json!({"prefix": "team-"}), json!({"key": own})] {
+            let (page, code) = t.call(user, "history", query.clone()).await;
+            assert_eq!(code, None, "{user} {query}: {page}");
+            assert_eq!(history_keys(&page), [own], "{user} {query}: {page}");
+        }
+    }
+}
