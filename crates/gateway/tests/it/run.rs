@@ -292,6 +292,19 @@ async fn the_command_sees_the_key_holder_and_fence_it_holds() {
 #[tokio::test]
 async fn a_lease_lost_to_a_stopped_server_gets_the_command_sigterm_by_the_deadline_then_sigkill_and_exit_4()
  {
+    stopped_by_the_deadline(&["--grace-ms", "600"]).await;
+}
+
+#[tokio::test]
+async fn a_grace_longer_than_the_lease_allows_still_kills_the_command_by_the_deadline() {
+    // The default grace, 5000 ms, is more than the 3000 ms lease allows.
+    stopped_by_the_deadline(&[]).await;
+}
+
+/// A `run` of a command that ignores SIGTERM, with `grace` among its
+/// arguments, whose server stops: the command gets SIGTERM by the
+/// deadline and SIGKILL at it at the latest, and `run` exits 4.
+async fn stopped_by_the_deadline(grace: &[&str]) {
     let mut s = Setup::start().await;
     let dir = tempfile::tempdir().unwrap();
     let log = log_in(&dir);
@@ -301,12 +314,9 @@ async fn a_lease_lost_to_a_stopped_server_gets_the_command_sigterm_by_the_deadli
         .await
         .unwrap();
     s.client.flush().await.unwrap();
-    let mut run = Run::start(
-        &s,
-        &log,
-        &["lost-job", "--ttl-ms", "3000", "--grace-ms", "600"],
-        STUBBORN,
-    );
+    let mut args = vec!["lost-job", "--ttl-ms", "3000"];
+    args.extend_from_slice(grace);
+    let mut run = Run::start(&s, &log, &args, STUBBORN);
     let (pid, ..) = until_started(&log, 1).await.remove(0);
     // A renewal seen, so the last granting request is known to have
     // started no later than it was seen.
@@ -322,6 +332,7 @@ async fn a_lease_lost_to_a_stopped_server_gets_the_command_sigterm_by_the_deadli
     let last_renewed = tokio::time::timeout(Duration::from_secs(5), renewed)
         .await
         .expect("a renewal");
+    let stopped = now_ns();
     s.server.stop();
     let deadline = last_renewed + Duration::from_secs(3).as_nanos();
     assert_eq!(run.exit_code(Duration::from_secs(10)).await, 4);
@@ -333,6 +344,8 @@ async fn a_lease_lost_to_a_stopped_server_gets_the_command_sigterm_by_the_deadli
             _ => None,
         })
         .expect("the command got SIGTERM");
+    // Not while renewals still landed: a grace is at most a third of the TTL.
+    assert!(term > stopped, "SIGTERM while the lease was being renewed");
     assert!(
         term <= deadline,
         "SIGTERM {} ms after the deadline",
