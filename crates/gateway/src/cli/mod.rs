@@ -71,6 +71,19 @@ pub struct Holding {
     pub ttl_ms: u64,
 }
 
+/// Whose lease a release or transfer ends: the holder's key and fence.
+#[derive(Args)]
+pub struct Fence {
+    /// The lease key.
+    pub key: String,
+    /// The current holder's id.
+    #[arg(long, env = "DAGNATS_HOLDER")]
+    pub holder: String,
+    /// The current holder's fence, from its last reply.
+    #[arg(long)]
+    pub revision: u64,
+}
+
 /// The client commands.
 #[derive(Subcommand)]
 pub enum ClientCommand {
@@ -95,28 +108,16 @@ pub enum ClientCommand {
     Release {
         #[command(flatten)]
         nats: NatsConfig,
-        /// The lease key.
-        key: String,
-        /// Holder id.
-        #[arg(long, env = "DAGNATS_HOLDER")]
-        holder: String,
-        /// The fence from your last reply.
-        #[arg(long)]
-        revision: u64,
+        #[command(flatten)]
+        fence: Fence,
     },
     /// Hand a lease you hold at --revision to --to (exit 4 if lost);
     /// prints the new holder's lease.
     Transfer {
         #[command(flatten)]
         nats: NatsConfig,
-        /// The lease key.
-        key: String,
-        /// The current holder.
-        #[arg(long, env = "DAGNATS_HOLDER")]
-        holder: String,
-        /// The current holder's fence, from its last reply.
-        #[arg(long)]
-        revision: u64,
+        #[command(flatten)]
+        fence: Fence,
         /// The new holder.
         #[arg(long)]
         to: String,
@@ -274,22 +275,21 @@ pub async fn run(command: ClientCommand) -> Exit {
             let ttl = Duration::from_millis(h.ttl_ms);
             reply(client.renew(&h.key, &h.holder, revision, ttl).await)
         }
-        ClientCommand::Release {
-            key,
-            holder,
-            revision,
-            ..
-        } => reply(client.release(&key, &holder, revision).await),
+        ClientCommand::Release { fence: f, .. } => {
+            reply(client.release(&f.key, &f.holder, f.revision).await)
+        }
         ClientCommand::Transfer {
-            key,
-            holder,
-            revision,
+            fence: f,
             to,
             ttl_ms,
             ..
         } => {
             let ttl = Duration::from_millis(ttl_ms);
-            reply(client.transfer(&key, &holder, revision, &to, ttl).await)
+            reply(
+                client
+                    .transfer(&f.key, &f.holder, f.revision, &to, ttl)
+                    .await,
+            )
         }
         ClientCommand::Owner { key, .. } => reply(client.owner(&key).await),
         ClientCommand::Forward {
