@@ -430,6 +430,24 @@ const RESEND_TIMEOUT: Duration = Duration::from_secs(4);
 /// each time, has picked the hole as often as the test needs.
 const ROUNDS: usize = 40;
 
+/// Makes `call` round after round, each time with a fresh [`hole`] on
+/// `subject` that swallows `requests`, until a round in which the hole got
+/// all of them; that round's number and answer.
+async fn until_swallowed<T, F: Future<Output = T>>(
+    client: &async_nats::Client,
+    (subject, requests): (&str, u64),
+    mut call: impl FnMut(usize) -> F,
+) -> (usize, T) {
+    for round in 0..ROUNDS {
+        let hole = hole(client, subject, requests).await;
+        let answer = call(round).await;
+        if swallowed(client, hole).await as u64 == requests {
+            return (round, answer);
+        }
+    }
+    panic!("in {ROUNDS} rounds the queue group never gave the hole {requests} request(s)")
+}
+
 #[tokio::test]
 async fn a_renew_lost_twice_in_a_gateway_that_never_answers_is_sent_again_and_answered() {
     // A renew whose first two copies the hole swallows is still answered
@@ -438,29 +456,23 @@ async fn a_renew_lost_twice_in_a_gateway_that_never_answers_is_sent_again_and_an
     let s = Setup::start().await;
     let leases = LeaseClient::new(s.client.clone()).with_timeout(RESEND_TIMEOUT);
     let ttl = Duration::from_secs(30);
-    let mut fence = leases.acquire("k", "a", ttl).await.unwrap().lease.revision;
+    let first = leases.acquire("k", "a", ttl).await.unwrap().lease.revision;
+    let fence = std::cell::Cell::new(first);
     let hole_client = common::client(&s.server.url).await;
-    let mut picked = false;
-    for round in 0..ROUNDS {
-        let hole = hole(&hole_client, SUBJECT_RENEW, 2).await;
+    let (leases, fence_now) = (&leases, &fence);
+    until_swallowed(&hole_client, (SUBJECT_RENEW, 2), |round| async move {
         let renewed = leases
-            .renew("k", "a", fence, ttl)
+            .renew("k", "a", fence_now.get(), ttl)
             .await
             .unwrap_or_else(|err| panic!("round {round}: {err}"));
+        let fence = fence_now.get();
         assert!(renewed.lease.revision > fence, "round {round}: {renewed:?}");
-        fence = renewed.lease.revision;
-        if swallowed(&hole_client, hole).await == 2 {
-            picked = true;
-            break;
-        }
-    }
-    assert!(
-        picked,
-        "in {ROUNDS} rounds the queue group never gave the hole both copies"
-    );
+        fence_now.set(renewed.lease.revision);
+    })
+    .await;
     // The copies left one lease, at the last fence answered.
     let owner = leases.owner("k").await.unwrap();
-    assert!(matches!(owner, Owner::Held(lease) if lease.revision == fence));
+    assert!(matches!(owner, Owner::Held(lease) if lease.revision == fence.get()));
 }
 
 #[tokio::test]
@@ -470,25 +482,22 @@ async fn an_acquire_lost_in_a_gateway_that_never_answers_is_sent_again_and_answe
     let s = Setup::start().await;
     let leases = LeaseClient::new(s.client.clone()).with_timeout(RESEND_TIMEOUT);
     let hole_client = common::client(&s.server.url).await;
-    let mut picked = false;
-    for round in 0..ROUNDS {
-        let hole = hole(&hole_client, SUBJECT_ACQUIRE, 1).await;
-        let key = format!("k-{round}");
-        let grant = leases
-            .acquire(&key, "a", Duration::from_secs(30))
-            .await
-            .unwrap_or_else(|err| panic!("round {round}: {err}"));
-        assert!(grant.granted, "round {round}: {grant:?}");
-        if swallowed(&hole_client, hole).await == 1 {
-            let owner = leases.owner(&key).await.unwrap();
-            assert!(matches!(owner, Owner::Held(l) if l.revision == grant.lease.revision));
-            picked = true;
-            break;
-        }
-    }
+    let leases = &leases;
+    let (round, (key, grant)) =
+        until_swallowed(&hole_client, (SUBJECT_ACQUIRE, 1), |round| async move {
+            let key = format!("k-{round}");
+            let grant = leases
+                .acquire(&key, "a", Duration::from_secs(30))
+                .await
+                .unwrap_or_else(|err| panic!("round {round}: {err}"));
+            assert!(grant.granted, "round {round}: {grant:?}");
+            (key, grant)
+        })
+        .await;
+    let owner = leases.owner(&key).await.unwrap();
     assert!(
-        picked,
-        "in {ROUNDS} rounds the queue group never picked the hole"
+        matches!(&owner, Owner::Held(l) if l.revision == grant.lease.revision),
+        "round {round}: {owner:?}"
     );
 }
 
@@ -501,26 +510,18 @@ async fn a_forward_lost_in_a_gateway_that_never_answers_is_not_sent_again() {
     let s = Setup::start().await;
     let leases = LeaseClient::new(s.client.clone()).with_timeout(Duration::from_secs(1));
     let hole_client = common::client(&s.server.url).await;
-    let mut picked = false;
-    for round in 0..ROUNDS {
-        let hole = hole(&hole_client, SUBJECT_FORWARD, 1).await;
-        // Nobody holds the key: a copy reaching the gateway would answer
-        // `not_held` at once.
-        let called = leases
+    let leases = &leases;
+    // Nobody holds the key: a copy reaching the gateway would answer
+    // `not_held` at once.
+    let (round, called) = until_swallowed(&hole_client, (SUBJECT_FORWARD, 1), |_| async move {
+        leases
             .forward("f", Bytes::from_static(b"x"), Duration::from_millis(100))
-            .await;
-        if swallowed(&hole_client, hole).await == 1 {
-            assert!(
-                matches!(called, Err(ClientError::Timeout(_))),
-                "round {round}: {called:?}"
-            );
-            picked = true;
-            break;
-        }
-    }
+            .await
+    })
+    .await;
     assert!(
-        picked,
-        "in {ROUNDS} rounds the queue group never picked the hole"
+        matches!(called, Err(ClientError::Timeout(_))),
+        "round {round}: {called:?}"
     );
 }
 
