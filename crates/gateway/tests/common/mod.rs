@@ -76,6 +76,28 @@ impl Setup {
     }
 }
 
+/// A server and two gateways on it, in one queue group: what a test of
+/// requests many gateways could answer starts from.
+pub struct TwoGateways {
+    pub server: NatsServer,
+    pub gateways: [Gateway; 2],
+    pub client: async_nats::Client,
+}
+
+impl TwoGateways {
+    pub async fn start() -> Self {
+        let server = NatsServer::start().await;
+        let a = Gateway::start(&server.url).await;
+        let b = Gateway::start(&server.url).await;
+        let client = client(&server.url).await;
+        TwoGateways {
+            server,
+            gateways: [a, b],
+            client,
+        }
+    }
+}
+
 /// `api.leases.<op>` with a JSON body; the reply as JSON.
 pub async fn call(client: &async_nats::Client, op: &str, body: Value) -> Value {
     call_raw(client, op, serde_json::to_vec(&body).unwrap()).await

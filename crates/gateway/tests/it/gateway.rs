@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use crate::common::owner::{Answer, Owner};
 use crate::common::{
-    Gateway, NatsServer, ServerOptions, call, client, eventually, stream_info, try_call,
+    Gateway, NatsServer, ServerOptions, TwoGateways, call, client, eventually, stream_info,
+    try_call,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -98,10 +99,8 @@ async fn gateway_started_before_nats_serves_once_nats_is_up() {
 
 #[tokio::test]
 async fn two_gateways_answer_each_request_exactly_once() {
-    let server = NatsServer::start().await;
-    let _a = Gateway::start(&server.url).await;
-    let _b = Gateway::start(&server.url).await;
-    let c = client(&server.url).await;
+    let two = TwoGateways::start().await;
+    let c = &two.client;
     let inbox = c.new_inbox();
     let mut replies = c.subscribe(format!("{inbox}.*")).await.unwrap();
     const N: usize = 50;

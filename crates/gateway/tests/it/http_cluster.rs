@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::common::cluster::{self, Cluster};
 use crate::common::service::collect_json;
-use crate::common::{Gateway, Http, NatsServer, assert_error, client, eventually};
+use crate::common::{Gateway, Http, NatsServer, TwoGateways, assert_error, eventually};
 use serde_json::{Value, json};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -33,15 +33,13 @@ fn replica_names(view: &Value) -> Vec<&str> {
 
 #[tokio::test]
 async fn cluster_shows_the_server_the_stream_leader_and_both_gateways() {
-    let server = NatsServer::start().await;
-    let a = Gateway::start(&server.url).await;
-    let _b = Gateway::start(&server.url).await;
-    let c = client(&server.url).await;
-    let ids = pinged_ids(&c).await;
+    let two = TwoGateways::start().await;
+    let (server, [a, _], c) = (&two.server, &two.gateways, &two.client);
+    let ids = pinged_ids(c).await;
     assert_eq!(ids.len(), 2, "{ids:?}");
     let info = c.server_info();
 
-    let reply = Http::of(&a).await.get("/v1/cluster").await;
+    let reply = Http::of(a).await.get("/v1/cluster").await;
     assert_eq!(reply.status, 200, "{}", reply.body);
     let view = reply.body;
     let own = view["gateway"]["id"].as_str().unwrap();

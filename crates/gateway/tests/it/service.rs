@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use crate::common::service::{collect, collect_json, only_json};
-use crate::common::{Gateway, NatsServer, Setup, call, client, timestamp};
+use crate::common::{Setup, TwoGateways, call, timestamp};
 use serde_json::{Value, json};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -55,12 +55,10 @@ async fn ids(c: &async_nats::Client) -> BTreeSet<String> {
 
 #[tokio::test]
 async fn every_gateway_answers_ping_once_alone_and_by_name() {
-    let server = NatsServer::start().await;
-    let _a = Gateway::start(&server.url).await;
-    let _b = Gateway::start(&server.url).await;
-    let c = client(&server.url).await;
+    let two = TwoGateways::start().await;
+    let c = &two.client;
     for subject in ["$SRV.PING", "$SRV.PING.dagnats-api"] {
-        let pongs = collect_json(&c, subject).await;
+        let pongs = collect_json(c, subject).await;
         assert_eq!(
             pongs.len(),
             2,
@@ -78,7 +76,7 @@ async fn every_gateway_answers_ping_once_alone_and_by_name() {
             .collect();
         assert_eq!(ids.len(), 2, "each gateway has an id of its own: {pongs:?}");
     }
-    let pongs = collect_json(&c, "$SRV.PING.other-service").await;
+    let pongs = collect_json(c, "$SRV.PING.other-service").await;
     assert!(
         pongs.is_empty(),
         "another service's ping is not ours: {pongs:?}"
@@ -87,11 +85,9 @@ async fn every_gateway_answers_ping_once_alone_and_by_name() {
 
 #[tokio::test]
 async fn a_ping_info_or_stats_by_name_and_id_reaches_that_gateway_only() {
-    let server = NatsServer::start().await;
-    let _a = Gateway::start(&server.url).await;
-    let _b = Gateway::start(&server.url).await;
-    let c = client(&server.url).await;
-    let ids = ids(&c).await;
+    let two = TwoGateways::start().await;
+    let c = &two.client;
+    let ids = ids(c).await;
     assert_eq!(ids.len(), 2, "{ids:?}");
     for id in &ids {
         for (verb, kind) in [
@@ -99,7 +95,7 @@ async fn a_ping_info_or_stats_by_name_and_id_reaches_that_gateway_only() {
             ("INFO", "io.nats.micro.v1.info_response"),
             ("STATS", "io.nats.micro.v1.stats_response"),
         ] {
-            let reply = only_json(&c, &format!("$SRV.{verb}.dagnats-api.{id}")).await;
+            let reply = only_json(c, &format!("$SRV.{verb}.dagnats-api.{id}")).await;
             assert_eq!(assert_identity(&reply, kind), id, "{verb}: {reply}");
         }
     }
@@ -215,6 +211,16 @@ async fn stats_count_successes_and_failures_with_the_last_error() {
     }
 }
 
+/// `op`'s whole reply to `body`, headers and all, and its body as JSON.
+async fn raw_call(c: &async_nats::Client, op: &str, body: &Value) -> (Value, async_nats::Message) {
+    let reply = c
+        .request(format!("api.leases.{op}"), body.to_string().into())
+        .await
+        .unwrap();
+    let json = serde_json::from_slice(&reply.payload).unwrap();
+    (json, reply)
+}
+
 #[tokio::test]
 async fn a_failed_call_sets_the_service_error_headers_and_keeps_its_body() {
     let setup = Setup::start().await;
@@ -239,12 +245,7 @@ async fn a_failed_call_sets_the_service_error_headers_and_keeps_its_body() {
         ),
     ];
     for (op, body, kind, code) in cases {
-        let reply = setup
-            .client
-            .request(format!("api.leases.{op}"), body.to_string().into())
-            .await
-            .unwrap();
-        let json: Value = serde_json::from_slice(&reply.payload).unwrap();
+        let (json, reply) = raw_call(&setup.client, op, &body).await;
         assert_eq!(json["kind"], kind, "{op}: {json}");
         assert_eq!(fields(&json), BTreeSet::from(["error", "kind"]), "{json}");
         let headers = reply.headers.expect("a failed call carries headers");
@@ -259,16 +260,8 @@ async fn a_failed_call_sets_the_service_error_headers_and_keeps_its_body() {
             "{op}"
         );
     }
-    let granted = setup
-        .client
-        .request(
-            "api.leases.acquire",
-            json!({"key": "k", "holder": "h", "ttl_ms": 5000})
-                .to_string()
-                .into(),
-        )
-        .await
-        .unwrap();
+    let acquire = json!({"key": "k", "holder": "h", "ttl_ms": 5000});
+    let (_, granted) = raw_call(&setup.client, "acquire", &acquire).await;
     let ok = granted
         .headers
         .as_ref()
@@ -278,16 +271,14 @@ async fn a_failed_call_sets_the_service_error_headers_and_keeps_its_body() {
 
 #[tokio::test]
 async fn a_lease_request_still_gets_exactly_one_reply_with_two_gateways() {
-    let server = NatsServer::start().await;
-    let _a = Gateway::start(&server.url).await;
-    let _b = Gateway::start(&server.url).await;
-    let c = client(&server.url).await;
+    let two = TwoGateways::start().await;
+    let c = &two.client;
     let body = json!({"key": "one", "holder": "h", "ttl_ms": 5000}).to_string();
-    let replies = collect(&c, "api.leases.acquire", body.as_bytes()).await;
+    let replies = collect(c, "api.leases.acquire", body.as_bytes()).await;
     assert_eq!(replies.len(), 1, "the queue group picks one gateway");
     let reply: Value = serde_json::from_slice(&replies[0].payload).unwrap();
     assert_eq!(reply["granted"], true, "{reply}");
-    let owner = call(&c, "owner", json!({"key": "one"})).await;
+    let owner = call(c, "owner", json!({"key": "one"})).await;
     assert_eq!(owner["holder"], "h", "{owner}");
 }
 
@@ -295,12 +286,7 @@ async fn a_lease_request_still_gets_exactly_one_reply_with_two_gateways() {
 async fn a_long_error_sentence_is_cut_in_the_headers_and_stats_and_whole_in_the_body() {
     let setup = Setup::start().await;
     let key = "x".repeat(900_000);
-    let reply = setup
-        .client
-        .request("api.leases.owner", json!({"key": key}).to_string().into())
-        .await
-        .unwrap();
-    let body: Value = serde_json::from_slice(&reply.payload).unwrap();
+    let (body, reply) = raw_call(&setup.client, "owner", &json!({"key": key})).await;
     assert_eq!(body["kind"], "invalid");
     let sentence = body["error"].as_str().unwrap();
     assert!(sentence.contains(&key), "the body quotes the input whole");
@@ -325,12 +311,7 @@ async fn an_error_body_that_fits_max_payload_only_without_headers_is_sent_withou
     let (setup, _config) = Setup::with_max_payload(4096).await;
     // About 3.8 KB of body: it fits 4096 bytes, body and headers do not.
     let key = "x".repeat(3_700);
-    let reply = setup
-        .client
-        .request("api.leases.owner", json!({"key": key}).to_string().into())
-        .await
-        .unwrap();
-    let body: Value = serde_json::from_slice(&reply.payload).unwrap();
+    let (body, reply) = raw_call(&setup.client, "owner", &json!({"key": key})).await;
     assert_eq!(body["kind"], "invalid", "{body}");
     // Within 600 bytes of the limit: the headers (a 512-byte sentence) do
     // not fit beside it.
@@ -345,21 +326,19 @@ async fn an_error_body_that_fits_max_payload_only_without_headers_is_sent_withou
 
 #[tokio::test]
 async fn stats_of_all_gateways_add_up_to_the_requests_sent_once_each() {
-    let server = NatsServer::start().await;
-    let _a = Gateway::start(&server.url).await;
-    let _b = Gateway::start(&server.url).await;
-    let c = client(&server.url).await;
+    let two = TwoGateways::start().await;
+    let c = &two.client;
     const N: u64 = 20;
     for i in 0..N {
         let reply = call(
-            &c,
+            c,
             "acquire",
             json!({"key": format!("k{i}"), "holder": "h", "ttl_ms": 5000}),
         )
         .await;
         assert_eq!(reply["granted"], true, "{reply}");
     }
-    let stats = collect_json(&c, "$SRV.STATS.dagnats-api").await;
+    let stats = collect_json(c, "$SRV.STATS.dagnats-api").await;
     assert_eq!(stats.len(), 2, "{stats:?}");
     let answered: u64 = stats
         .iter()
