@@ -4,6 +4,7 @@
 //! attempts with it.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 
@@ -88,6 +89,16 @@ impl Owner {
     /// How many requests reached the inbox.
     pub fn received(&self) -> usize {
         self.fences.lock().unwrap().len()
+    }
+
+    /// Waits (with a deadline) until `requests` requests reached the inbox.
+    pub async fn until_received(&self, requests: usize) {
+        let what = format!("{requests} forwarded request(s) to reach the owner");
+        super::eventually(&what, Duration::from_secs(10), || {
+            let arrived = self.received() == requests;
+            async move { arrived.then_some(()) }
+        })
+        .await;
     }
 
     /// The `Dagnats-Lease-Fence` of each request, in arrival order.

@@ -236,15 +236,7 @@ async fn a_call_still_running_when_the_shutdown_grace_ends_answers_internal() {
             .await
         }
     });
-    eventually(
-        "the forward to reach the owner",
-        Duration::from_secs(10),
-        || {
-            let arrived = owner.received() == 1;
-            async move { arrived.then_some(()) }
-        },
-    )
-    .await;
+    owner.until_received(1).await;
     let status = gateway.terminate().await;
     assert!(status.success(), "exit status {status}");
     let reply = pending

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::common;
 use crate::common::owner::{Answer, Owner};
 use crate::common::takeover::{KEY, Takeover};
-use crate::common::{Gateway, Http, HttpReply, NatsServer, Setup, assert_error, eventually};
+use crate::common::{Gateway, Http, HttpReply, NatsServer, Setup, assert_error};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use reqwest::Method;
@@ -238,15 +238,7 @@ async fn a_forward_still_running_when_the_shutdown_grace_ends_answers_500_intern
             http.post("/v1/leases/k/forward", body).await
         }
     });
-    eventually(
-        "the forward to reach the owner",
-        Duration::from_secs(10),
-        || {
-            let arrived = owner.received() == 1;
-            async move { arrived.then_some(()) }
-        },
-    )
-    .await;
+    owner.until_received(1).await;
     let status = gateway.terminate().await;
     assert!(status.success(), "exit status {status}");
     // Below the forward's own 30 s: only the grace can answer first.
