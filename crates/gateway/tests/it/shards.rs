@@ -175,20 +175,28 @@ async fn lease_split(client: &LeaseClient, group: &str) -> BTreeMap<String, BTre
     split
 }
 
+/// The `shards` command as member `holder` of `group` with `count` shards
+/// and a 3 s TTL, then `extra` arguments.
+fn shards_command(
+    url: &str,
+    (group, count, holder): (&str, u32, &str),
+    extra: &[&str],
+) -> std::process::Command {
+    let count = count.to_string();
+    let member = ["shards", group, "--count", &count, "--holder", holder];
+    let args = [&member[..], &["--ttl-ms", "3000"], extra].concat();
+    command(url, &args)
+}
+
 #[tokio::test]
 async fn a_crashed_member_drops_out_by_ttl_and_its_shards_are_taken() {
     let s = Setup::start().await;
     let client = LeaseClient::new(s.client.clone());
     let url = s.server.url.clone();
-    let mut crashing = command(
-        &url,
-        &[
-            "shards", "crash", "--count", "6", "--holder", "x-dead", "--ttl-ms", "3000", "--json",
-        ],
-    )
-    .stdout(std::process::Stdio::null())
-    .spawn()
-    .unwrap();
+    let mut crashing = shards_command(&url, ("crash", 6, "x-dead"), &["--json"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let a = member(&client, "crash", 6, "x-a");
     let names = ["x-a".to_string(), "x-dead".to_string()];
     let expected = {
@@ -220,15 +228,10 @@ async fn a_crashed_member_drops_out_by_ttl_and_its_shards_are_taken() {
 async fn the_cli_prints_the_owned_set_and_hands_over_on_sigterm() {
     let s = Setup::start().await;
     let url = s.server.url.clone();
-    let mut child = command(
-        &url,
-        &[
-            "shards", "cli", "--count", "4", "--holder", "c-one", "--ttl-ms", "3000", "--json",
-        ],
-    )
-    .stdout(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    let mut child = shards_command(&url, ("cli", 4, "c-one"), &["--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let stdout = child.stdout.take().unwrap();
     let lines = std::thread::spawn(move || {
         use std::io::BufRead;
@@ -489,15 +492,10 @@ async fn shard_group_figures() {
         "graceful leave: the longest time a shard had no owner was {:?}",
         *longest.lock().unwrap()
     );
-    let mut crashing = command(
-        &s.server.url,
-        &[
-            "shards", "fig", "--count", "64", "--holder", "f-x", "--ttl-ms", "3000",
-        ],
-    )
-    .stderr(std::process::Stdio::null())
-    .spawn()
-    .unwrap();
+    let mut crashing = shards_command(&s.server.url, ("fig", 64, "f-x"), &[])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let names = ["f-a", "f-b", "f-c", "f-x"].map(String::from);
     let owner = assign(count, &names);
     eventually("f-x to own its shards", Duration::from_secs(20), || {
