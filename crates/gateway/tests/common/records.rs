@@ -6,17 +6,7 @@ use serde_json::Value;
 /// Publishes on `$KV.leases.<key>` as an acquire would, but a body that is
 /// no lease record; returns its revision.
 pub async fn write_corrupt(client: &async_nats::Client, key: &str) -> u64 {
-    let mut headers = async_nats::HeaderMap::new();
-    headers.insert("Dagnats-Lease-Event", "acquired");
-    headers.insert("Nats-TTL", "60s");
-    let ack = client
-        .request_with_headers(format!("$KV.leases.{key}"), headers, "not a record".into())
-        .await
-        .expect("JetStream acknowledges the publish");
-    let ack: Value = serde_json::from_slice(&ack.payload).expect("a JSON ack");
-    ack["seq"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no seq in {ack}"))
+    publish_acquired(client, key, 60, "not a record".into()).await
 }
 
 /// Writes a lease record of `holder` straight to `$KV.leases.<key>`, as a
@@ -37,15 +27,22 @@ pub async fn write_lease(
         .expect("a timestamp formats");
     let record = serde_json::json!({"v": 1, "holder": holder, "ttl_ms": ttl_ms,
         "acquired_at": at, "written_at": at, "prev": 0});
+    publish_acquired(client, key, server_ttl_secs, record.to_string().into()).await
+}
+
+/// Publishes `body` on `$KV.leases.<key>` with an acquire's headers and the
+/// server's TTL `ttl_secs`; returns its revision.
+async fn publish_acquired(
+    client: &async_nats::Client,
+    key: &str,
+    ttl_secs: u64,
+    body: bytes::Bytes,
+) -> u64 {
     let mut headers = async_nats::HeaderMap::new();
     headers.insert("Dagnats-Lease-Event", "acquired");
-    headers.insert("Nats-TTL", format!("{server_ttl_secs}s").as_str());
+    headers.insert("Nats-TTL", format!("{ttl_secs}s").as_str());
     let ack = client
-        .request_with_headers(
-            format!("$KV.leases.{key}"),
-            headers,
-            record.to_string().into(),
-        )
+        .request_with_headers(format!("$KV.leases.{key}"), headers, body)
         .await
         .expect("JetStream acknowledges the publish");
     let ack: Value = serde_json::from_slice(&ack.payload).expect("a JSON ack");
