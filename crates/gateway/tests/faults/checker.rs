@@ -5,78 +5,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::common;
-use crate::common::checker::{Call, Kind, Op, Outcome, Recorded, check, check_tenures};
-
-const TTL: Duration = Duration::from_secs(3);
-
-fn at(key: &str, start_ms: u64, end_ms: u64, call: Call) -> Op {
-    Op {
-        key: key.into(),
-        start: Duration::from_millis(start_ms),
-        end: Duration::from_millis(end_ms),
-        call,
-    }
-}
-
-fn granted(revision: u64) -> Outcome {
-    Outcome::Granted {
-        revision,
-        lasts: TTL,
-    }
-}
-
-fn acquire(holder: &str, outcome: Outcome) -> Call {
-    Call::Acquire {
-        holder: holder.into(),
-        ttl: TTL,
-        outcome,
-    }
-}
-
-fn renew(holder: &str, revision: u64, outcome: Outcome) -> Call {
-    Call::Renew {
-        holder: holder.into(),
-        revision,
-        ttl: TTL,
-        outcome,
-    }
-}
-
-fn release(holder: &str, revision: u64, outcome: Outcome) -> Call {
-    Call::Release {
-        holder: holder.into(),
-        revision,
-        outcome,
-    }
-}
-
-fn transfer(holder: &str, revision: u64, to: &str, outcome: Outcome) -> Call {
-    Call::Transfer {
-        holder: holder.into(),
-        revision,
-        to: to.into(),
-        ttl: TTL,
-        outcome,
-    }
-}
-
-fn owner(outcome: Outcome) -> Call {
-    Call::Owner { outcome }
-}
-
-fn held(holder: &str, revision: u64) -> Outcome {
-    Outcome::Held {
-        holder: holder.into(),
-        revision,
-    }
-}
-
-fn processed(holder: &str, fence: u64) -> Call {
-    Call::Processed {
-        holder: holder.into(),
-        fence,
-    }
-}
+use crate::common::checker::{Kind, Op, Outcome, Recorded, check, check_tenures};
+use crate::made::{acquire, at, granted, held, owner, processed, release, renew, transfer};
 
 /// Two tenures on `k` (release, then takeover), an expiry and takeover on
 /// `k2`, reads, forwards, and calls with unknown outcomes.
@@ -360,31 +290,30 @@ fn a_transfer_granted_while_another_holder_is_entitled_is_two_owners() {
     );
 }
 
-#[test]
-fn a_receivers_acquire_answered_with_the_transferred_lease_ends_with_its_next_transfer() {
-    // b asks for k8 while a hands it to b; b's acquire, started first and
-    // answered last, finds the transferred record: one tenure, which ends
-    // when b hands the key on to c (found by a 300 s fault run, 2026-12-02).
-    let history = vec![
+/// b asks for k8 while a hands it to b; b's acquire, started first and
+/// answered last, finds the transferred record: one tenure, which ends
+/// when b hands the key on to c.
+fn handed_on() -> Vec<Op> {
+    vec![
         at("k8", 0, 10, acquire("a", granted(50))),
         at("k8", 1000, 2100, acquire("b", granted(51))),
         at("k8", 1020, 1023, transfer("a", 50, "b", granted(51))),
         at("k8", 3100, 3105, transfer("b", 51, "c", granted(52))),
-        at("k8", 3200, 3200, processed("c", 52)),
-    ];
+    ]
+}
+
+#[test]
+fn a_receivers_acquire_answered_with_the_transferred_lease_ends_with_its_next_transfer() {
+    let mut history = handed_on();
+    history.push(at("k8", 3200, 3200, processed("c", 52)));
     let violations = check(&history);
     assert!(violations.is_empty(), "{violations:#?}");
 }
 
 #[test]
 fn a_receiver_still_acting_after_handing_on_a_transferred_lease_is_two_owners() {
-    // The same story, but b renews after handing k8 on: b and c at once.
-    let mut history = vec![
-        at("k8", 0, 10, acquire("a", granted(50))),
-        at("k8", 1000, 2100, acquire("b", granted(51))),
-        at("k8", 1020, 1023, transfer("a", 50, "b", granted(51))),
-        at("k8", 3100, 3105, transfer("b", 51, "c", granted(52))),
-    ];
+    // b renews after handing k8 on: b and c at once.
+    let mut history = handed_on();
     history.push(at("k8", 3300, 3310, renew("b", 51, granted(53))));
     assert_only(history, Kind::TwoOwners);
 }

@@ -9,40 +9,15 @@ use crate::common;
 use crate::common::checker::{Call, Kind, Op, Outcome, check};
 use crate::common::fault_report::{Property, Tally, verdicts};
 use crate::common::history_file::{self, FaultSpan, History};
-
-const TTL: Duration = Duration::from_secs(3);
-
-fn op(key: &str, start_ms: u64, end_ms: u64, call: Call) -> Op {
-    Op {
-        key: key.into(),
-        start: Duration::from_millis(start_ms),
-        end: Duration::from_millis(end_ms),
-        call,
-    }
-}
-
-fn acquire(holder: &str, outcome: Outcome) -> Call {
-    Call::Acquire {
-        holder: holder.into(),
-        ttl: TTL,
-        outcome,
-    }
-}
-
-fn granted(revision: u64) -> Outcome {
-    Outcome::Granted {
-        revision,
-        lasts: TTL,
-    }
-}
+use crate::made::{TTL, acquire, at, granted};
 
 /// Every call and outcome kind, with two violations: holder-b is granted
 /// while holder-a is entitled (two owners), and owner-processed forward
 /// under a fence below its tenure (stale forward).
 fn every_kind() -> History {
     let ops = vec![
-        op("k", 0, 10, acquire("holder-a", granted(3))),
-        op(
+        at("k", 0, 10, acquire("holder-a", granted(3))),
+        at(
             "k",
             1000,
             1010,
@@ -53,7 +28,7 @@ fn every_kind() -> History {
                 outcome: granted(4),
             },
         ),
-        op(
+        at(
             "k",
             1100,
             1100,
@@ -62,7 +37,7 @@ fn every_kind() -> History {
                 fence: 2,
             },
         ),
-        op(
+        at(
             "k",
             1200,
             1210,
@@ -73,8 +48,8 @@ fn every_kind() -> History {
                 },
             },
         ),
-        op("k", 1300, 1310, acquire("holder-b", granted(5))),
-        op(
+        at("k", 1300, 1310, acquire("holder-b", granted(5))),
+        at(
             "k",
             1400,
             7400,
@@ -84,7 +59,7 @@ fn every_kind() -> History {
                 outcome: Outcome::Unknown,
             },
         ),
-        op(
+        at(
             "k",
             8000,
             8010,
@@ -95,7 +70,7 @@ fn every_kind() -> History {
                 outcome: Outcome::Lost,
             },
         ),
-        op(
+        at(
             "j",
             0,
             10,
@@ -107,7 +82,7 @@ fn every_kind() -> History {
                 outcome: granted(6),
             },
         ),
-        op(
+        at(
             "j",
             20,
             30,
@@ -117,7 +92,7 @@ fn every_kind() -> History {
                 outcome: Outcome::Released { revision: 8 },
             },
         ),
-        op(
+        at(
             "j",
             40,
             50,

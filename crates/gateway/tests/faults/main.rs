@@ -8,4 +8,5 @@ mod common;
 mod checker;
 mod faults;
 mod history_file;
+mod made;
 mod shard_faults;
