@@ -63,12 +63,8 @@ func TestAcquireByTheHolderAgainReturnsItsLeaseUnchanged(t *testing.T) {
 func TestRenewRaisesTheFenceAndKeepsTheTenure(t *testing.T) {
 	t.Parallel()
 	c, key := newClient(t), uniqueKey(t)
-	ctx := ctxFor(t, 10*time.Second)
 	first := acquired(t, c, key, "holder-a")
-	renewed, err := c.Renew(ctx, key, "holder-a", first.Revision, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	renewed := renewedAt(t, c, key, "holder-a", first.Revision, 5*time.Second)
 	if !renewed.Granted || renewed.Revision <= first.Revision || !renewed.AcquiredAt.Equal(first.AcquiredAt) || renewed.TTLMs != 5000 {
 		t.Fatalf("renew of %+v answered %+v", first, renewed)
 	}
@@ -80,14 +76,9 @@ func TestRenewAtAStaleFenceIsLost(t *testing.T) {
 	ctx := ctxFor(t, 10*time.Second)
 	first := acquired(t, c, key, "holder-a")
 	// Two renewals: a retry of the first alone would get its answer again.
-	second, err := c.Renew(ctx, key, "holder-a", first.Revision, ttl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Renew(ctx, key, "holder-a", second.Revision, ttl); err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.Renew(ctx, key, "holder-a", first.Revision, ttl)
+	second := renewedAt(t, c, key, "holder-a", first.Revision, ttl)
+	renewedAt(t, c, key, "holder-a", second.Revision, ttl)
+	_, err := c.Renew(ctx, key, "holder-a", first.Revision, ttl)
 	lerr := wantKind(t, err, leases.KindLost)
 	if !leases.IsLost(err) || lerr.Holder != "" || lerr.Revision != 0 || lerr.Message == "" {
 		t.Fatalf("unexpected lost error %+v", lerr)

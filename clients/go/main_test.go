@@ -91,6 +91,17 @@ func acquired(t *testing.T, c *leases.Client, key, holder string) leases.Grant {
 	return grant
 }
 
+// renewedAt is holder's renew of key at revision for ttl, failing the test
+// on an error.
+func renewedAt(t *testing.T, c *leases.Client, key, holder string, revision uint64, ttl time.Duration) leases.Grant {
+	t.Helper()
+	grant, err := c.Renew(ctxFor(t, 10*time.Second), key, holder, revision, ttl)
+	if err != nil {
+		t.Fatalf("renew %s for %s at %d: %v", key, holder, revision, err)
+	}
+	return grant
+}
+
 // leaseError is err as a *LeaseError, failing the test otherwise.
 func leaseError(t *testing.T, err error) *leases.LeaseError {
 	t.Helper()
