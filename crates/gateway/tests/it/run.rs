@@ -389,6 +389,42 @@ async fn a_revoked_lease_gets_the_command_sigterm_and_run_exits_4() {
 }
 
 #[tokio::test]
+async fn a_lost_lease_stops_every_process_the_command_started() {
+    let s = Setup::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = log_in(&dir);
+    let recording = dir.path().join("recording.sh");
+    std::fs::write(&recording, RECORDING).unwrap();
+    // One recording process in the background, one in the foreground.
+    let script = format!("sh {0} & sh {0}; wait", recording.display());
+    let args = ["group-job", "--ttl-ms", "3000"];
+    let mut run = Run::start(&s, &log, &args, &script);
+    let started: Vec<u32> = until_started(&log, 2)
+        .await
+        .into_iter()
+        .map(|(pid, ..)| pid)
+        .collect();
+    let http = Http::of(&s.gateway).await;
+    let revoke = http.request(reqwest::Method::DELETE, "/v1/leases/group-job");
+    assert_eq!(http.send(revoke).await.status, 200);
+    assert_eq!(run.exit_code(Duration::from_secs(5)).await, 4);
+    eventually("both processes stopped", Duration::from_secs(5), || async {
+        let stopped: Vec<u32> = read_log(&log)
+            .into_iter()
+            .filter_map(|seen| match seen {
+                Seen::Stop { pid, .. } => Some(pid),
+                _ => None,
+            })
+            .collect();
+        started
+            .iter()
+            .all(|pid| stopped.contains(pid))
+            .then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn two_slots_keep_exactly_two_commands_running_and_the_third_starts_when_one_ends() {
     let s = Setup::start().await;
     let dir = tempfile::tempdir().unwrap();
