@@ -5,6 +5,7 @@ package leases
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -59,6 +60,22 @@ func (c *Client) Timeout() time.Duration {
 // it. Granted false names the current holder. Safe to retry: the holder
 // asking again gets its own lease back, unchanged.
 func (c *Client) Acquire(ctx context.Context, key, holder string, ttl time.Duration) (Grant, error) {
+	return c.acquire(ctx, key, holder, ttl, nil)
+}
+
+// AcquireWaited is [Client.Acquire] as one try of a wait for the key that
+// began waited ago: once it grants the key, the gateway counts how long
+// its holder waited for it ([HeaderWaitedMs]).
+func (c *Client) AcquireWaited(ctx context.Context, key, holder string, ttl, waited time.Duration) (Grant, error) {
+	if waited < 0 {
+		waited = 0
+	}
+	extra := nats.Header{}
+	extra.Set(HeaderWaitedMs, strconv.FormatInt(waited.Milliseconds(), 10))
+	return c.acquire(ctx, key, holder, ttl, extra)
+}
+
+func (c *Client) acquire(ctx context.Context, key, holder string, ttl time.Duration, extra nats.Header) (Grant, error) {
 	var grant Grant
 	if err := firstError(checkName("key", key), checkName("holder", holder)); err != nil {
 		return grant, err
@@ -68,7 +85,11 @@ func (c *Client) Acquire(ctx context.Context, key, holder string, ttl time.Durat
 		return grant, err
 	}
 	req := acquireRequest{Key: key, Holder: holder, TTLMs: ttlMs}
-	return grant, c.call(ctx, SubjectAcquire, req, grantFields, &grant)
+	data, err := c.request(ctx, SubjectAcquire, req, c.timeout, extra)
+	if err != nil {
+		return grant, err
+	}
+	return grant, decodeInto(data, grantFields, &grant)
 }
 
 // Renew extends the lease held at revision to ttl from now; the reply
@@ -103,7 +124,7 @@ func (c *Client) Owner(ctx context.Context, key string) (Lease, error) {
 	if err := checkName("key", key); err != nil {
 		return Lease{}, err
 	}
-	data, err := c.request(ctx, SubjectOwner, ownerRequest{Key: key}, c.timeout)
+	data, err := c.request(ctx, SubjectOwner, ownerRequest{Key: key}, c.timeout, nil)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -168,7 +189,7 @@ func (c *Client) List(ctx context.Context, prefix string, opts ...ListOption) (L
 			return LeaseList{}, err
 		}
 	}
-	data, err := c.request(ctx, SubjectList, req, c.timeout)
+	data, err := c.request(ctx, SubjectList, req, c.timeout, nil)
 	if err != nil {
 		return LeaseList{}, err
 	}
@@ -210,7 +231,7 @@ func (c *Client) Forward(ctx context.Context, key string, payload []byte, timeou
 		payload = []byte{}
 	}
 	req := forwardRequest{Key: key, Payload: payload, TimeoutMs: timeoutMs}
-	data, err := c.request(ctx, SubjectForward, req, timeout+forwardMargin)
+	data, err := c.request(ctx, SubjectForward, req, timeout+forwardMargin, nil)
 	if err != nil {
 		return forwarded, err
 	}
@@ -220,19 +241,19 @@ func (c *Client) Forward(ctx context.Context, key string, payload []byte, timeou
 // call sends req on subject and reads a reply that must carry fields into
 // out.
 func (c *Client) call(ctx context.Context, subject string, req interface{}, fields []string, out interface{}) error {
-	data, err := c.request(ctx, subject, req, c.timeout)
+	data, err := c.request(ctx, subject, req, c.timeout, nil)
 	if err != nil {
 		return err
 	}
 	return decodeInto(data, fields, out)
 }
 
-func (c *Client) request(ctx context.Context, subject string, req interface{}, timeout time.Duration) ([]byte, error) {
+func (c *Client) request(ctx context.Context, subject string, req interface{}, timeout time.Duration, extra nats.Header) ([]byte, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, internalf("cannot encode the request: %v", err)
 	}
-	return c.send(ctx, subject, body, timeout)
+	return c.send(ctx, subject, body, timeout, extra)
 }
 
 func firstError(errs ...error) error {

@@ -333,6 +333,8 @@ func (k *Keeper) keep() {
 	defer k.finish()
 	retry := retryMin
 	var transferred uint64
+	// When this wait for the key began: each try says how long ago.
+	var waitingSince time.Time
 	for {
 		// Subscribed before the acquire, so a release that lands while the
 		// acquire is in flight still wakes us.
@@ -344,9 +346,16 @@ func (k *Keeper) keep() {
 		transferred = 0
 		var grant Grant
 		var err error
-		if takingOver != 0 {
+		switch {
+		case takingOver != 0:
 			grant, err = k.client.Renew(k.loopCtx, k.opts.Key, k.opts.Holder, takingOver, k.opts.TTL)
-		} else {
+		case k.opts.Wait:
+			if waitingSince.IsZero() {
+				waitingSince = started
+			}
+			waited := started.Sub(waitingSince)
+			grant, err = k.client.AcquireWaited(k.loopCtx, k.opts.Key, k.opts.Holder, k.opts.TTL, waited)
+		default:
 			grant, err = k.client.Acquire(k.loopCtx, k.opts.Key, k.opts.Holder, k.opts.TTL)
 		}
 		if k.isStopping() {
@@ -361,6 +370,7 @@ func (k *Keeper) keep() {
 		case err == nil && grant.Granted && entitledUntil(started, grant.Lease).After(time.Now()):
 			unsubscribe(sub)
 			retry = retryMin
+			waitingSince = time.Time{}
 			tenure := takingOver
 			if tenure == 0 {
 				tenure = grant.Revision

@@ -66,8 +66,9 @@ type reply struct {
 // send makes the call: a request now and, for calls safe to repeat, a copy
 // at half and at three quarters of the time it may take, if no reply came.
 // The first reply wins. A failure is the answer only when no other copy is
-// in flight. The caller's context shortens the call and cancels it.
-func (c *Client) send(ctx context.Context, subject string, body []byte, timeout time.Duration) ([]byte, error) {
+// in flight. The caller's context shortens the call and cancels it. Each
+// copy carries the extra headers.
+func (c *Client) send(ctx context.Context, subject string, body []byte, timeout time.Duration, extra nats.Header) ([]byte, error) {
 	start := time.Now()
 	deadline := start.Add(timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -87,6 +88,9 @@ func (c *Client) send(ctx context.Context, subject string, body []byte, timeout 
 		inFlight++
 		msg := nats.NewMsg(subject)
 		msg.Data = body
+		for name, values := range extra {
+			msg.Header[name] = values
+		}
 		if left := time.Until(deadline); waitBounds(subject, left) {
 			msg.Header.Set(HeaderWaitMs, strconv.FormatInt(left.Milliseconds(), 10))
 		}

@@ -42,6 +42,9 @@ const (
 	// HeaderWaitMs tells the gateway how long a late copy of a request
 	// is still waited for.
 	HeaderWaitMs = "Dagnats-Lease-Wait-Ms"
+	// HeaderWaitedMs, on each try of a wait for a key, says how many
+	// milliseconds have passed since the first try.
+	HeaderWaitedMs = "Dagnats-Lease-Waited-Ms"
 	// HeaderEvent says why a record was written: acquired, renewed or
 	// released.
 	HeaderEvent = "Dagnats-Lease-Event"

@@ -21,6 +21,7 @@ import {
 import { LeaseError } from "./errors.js";
 import {
   HEADER_WAIT_MS,
+  HEADER_WAITED_MS,
   SUBJECT_ACQUIRE,
   SUBJECT_FORWARD,
   SUBJECT_LIST,
@@ -107,11 +108,14 @@ export class LeaseClient {
   /**
    * Takes `key` for `ttlMs` if nobody holds it; `granted: false` names the
    * holder. Safe to retry: the holder asking again gets its lease back,
-   * without its TTL extended.
+   * without its TTL extended. A try of a wait for the key gives `waitedMs`,
+   * the milliseconds since its first try, so the gateway counts the wait
+   * once it grants the key.
    */
-  async acquire(key: string, holder: string, ttlMs: number): Promise<Grant> {
+  async acquire(key: string, holder: string, ttlMs: number, waitedMs?: number): Promise<Grant> {
     const request = { key: checkName("key", key), holder: checkName("holder", holder), ttl_ms: checkTtl(ttlMs) };
-    return readGrant(await this.#call(SUBJECT_ACQUIRE, request, this.timeoutMs));
+    const extra = waitedMs === undefined ? undefined : { [HEADER_WAITED_MS]: String(Math.max(0, Math.floor(waitedMs))) };
+    return readGrant(await this.#call(SUBJECT_ACQUIRE, request, this.timeoutMs, extra));
   }
 
   /**
@@ -212,8 +216,13 @@ export class LeaseClient {
     return readForwardedPayload(reply);
   }
 
-  async #call(subject: string, request: object, timeoutMs: number): Promise<Record<string, unknown>> {
-    const msg = await this.#send(subject, new TextEncoder().encode(JSON.stringify(request)), timeoutMs);
+  async #call(
+    subject: string,
+    request: object,
+    timeoutMs: number,
+    extra?: Record<string, string>,
+  ): Promise<Record<string, unknown>> {
+    const msg = await this.#send(subject, new TextEncoder().encode(JSON.stringify(request)), timeoutMs, extra);
     return replyObject(msg.data);
   }
 
@@ -222,7 +231,7 @@ export class LeaseClient {
    * passes with no reply; the first reply wins. A failure is the answer
    * only when no other copy is still in flight.
    */
-  #send(subject: string, body: Uint8Array, timeoutMs: number): Promise<Msg> {
+  #send(subject: string, body: Uint8Array, timeoutMs: number, extra?: Record<string, string>): Promise<Msg> {
     const deadline = performance.now() + timeoutMs;
     return new Promise<Msg>((resolve, reject) => {
       let inFlight = 0;
@@ -235,9 +244,15 @@ export class LeaseClient {
       const send = () => {
         const left = Math.max(1, Math.floor(deadline - performance.now()));
         const options: RequestOptions = { timeout: left };
+        const sent: Record<string, string> = { ...extra };
         if (waitBounds(subject, left)) {
+          sent[HEADER_WAIT_MS] = String(left);
+        }
+        if (Object.keys(sent).length > 0) {
           const h = headers();
-          h.set(HEADER_WAIT_MS, String(left));
+          for (const [name, value] of Object.entries(sent)) {
+            h.set(name, value);
+          }
           options.headers = h;
         }
         inFlight += 1;

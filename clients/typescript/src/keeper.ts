@@ -365,6 +365,8 @@ export class LeaseKeeper implements AsyncDisposable {
   async #keep(): Promise<void> {
     let retry = RETRY_MIN_MS;
     let transferredAt: number | null = null;
+    // When this wait for the key began: each try says how long ago.
+    let waitingSince: number | null = null;
     while (!this.#stopping) {
       if (this.#client.nc.isClosed()) {
         this.#endReason = new LeaseError("unavailable", "the NATS connection is closed");
@@ -377,9 +379,14 @@ export class LeaseKeeper implements AsyncDisposable {
         const started = now();
         const takingOver: number | null = transferredAt;
         transferredAt = null;
+        let waitedMs: number | undefined;
+        if (this.wait) {
+          waitingSince ??= started;
+          waitedMs = started - waitingSince;
+        }
         const call = settle(
           takingOver === null
-            ? this.#client.acquire(this.key, this.holder, this.ttlMs)
+            ? this.#client.acquire(this.key, this.holder, this.ttlMs, waitedMs)
             : this.#client.renew(this.key, this.holder, takingOver, this.ttlMs),
         );
         const outcome = await this.#whileRunning(call);
@@ -391,6 +398,7 @@ export class LeaseKeeper implements AsyncDisposable {
         if (outcome.ok && outcome.value.granted && entitledUntil(started, outcome.value) > now()) {
           watch.close();
           retry = RETRY_MIN_MS;
+          waitingSince = null;
           const ended = await this.#hold(started, takingOver ?? outcome.value.revision, outcome.value);
           if (ended === "stopped") {
             return;

@@ -48,6 +48,9 @@ export const REJECT_STALE = "stale";
 /** How many milliseconds the caller still waits for this reply. */
 export const HEADER_WAIT_MS = "Dagnats-Lease-Wait-Ms";
 
+/** On each try of a wait for a key: milliseconds since the first try. */
+export const HEADER_WAITED_MS = "Dagnats-Lease-Waited-Ms";
+
 /** Added by the server to a republished write: its revision. */
 export const HEADER_SEQUENCE = "Nats-Sequence";
 

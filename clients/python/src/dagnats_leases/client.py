@@ -27,6 +27,7 @@ from . import _bounds as bounds
 from . import replies
 from ._names import (
     HEADER_WAIT_MS,
+    HEADER_WAITED_MS,
     KEY_CALL_SUBJECTS,
     SUBJECT_ACQUIRE,
     SUBJECT_FORWARD,
@@ -85,16 +86,19 @@ class LeaseClient:
         """Seconds each call waits for its reply."""
         return self._timeout
 
-    async def acquire(self, key: str, holder: str, ttl_ms: int) -> Grant:
+    async def acquire(self, key: str, holder: str, ttl_ms: int, waited_ms: int | None = None) -> Grant:
         """Takes ``key`` for ``ttl_ms`` if nobody holds it; ``granted`` is
         False (a normal answer) when someone else does, naming them. Safe to
-        retry: the holder asking again gets its own lease back."""
+        retry: the holder asking again gets its own lease back. A try of a
+        wait for the key gives ``waited_ms``, the milliseconds since its
+        first try, so the gateway counts the wait once it grants the key."""
         body = {
             "key": bounds.name("key", key),
             "holder": bounds.name("holder", holder),
             "ttl_ms": bounds.ttl_ms(ttl_ms),
         }
-        return replies.grant(await self._call(SUBJECT_ACQUIRE, body))
+        waited = None if waited_ms is None else {HEADER_WAITED_MS: str(max(0, int(waited_ms)))}
+        return replies.grant(await self._call(SUBJECT_ACQUIRE, body, headers=waited))
 
     async def renew(self, key: str, holder: str, revision: int, ttl_ms: int) -> Grant:
         """Extends the lease held at ``revision`` to ``ttl_ms`` from now; the
@@ -174,12 +178,18 @@ class LeaseClient:
             raise LeaseError(INTERNAL, "unreadable reply: payload is not base64") from None
 
     async def _call(
-        self, subject: str, body: dict[str, Any], timeout: float | None = None
+        self,
+        subject: str,
+        body: dict[str, Any],
+        timeout: float | None = None,
+        headers: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         data = json.dumps(body, separators=(",", ":")).encode()
-        return replies.decode(await self._send(subject, data, timeout or self._timeout))
+        return replies.decode(await self._send(subject, data, timeout or self._timeout, headers))
 
-    async def _send(self, subject: str, data: bytes, timeout: float) -> bytes:
+    async def _send(
+        self, subject: str, data: bytes, timeout: float, headers: dict[str, str] | None = None
+    ) -> bytes:
         """Sends ``data`` and, but for forward, a copy at each of half and
         three quarters of ``timeout`` that passes with no reply; the first
         reply wins. A failure is the answer only when no copy is in flight."""
@@ -189,9 +199,8 @@ class LeaseClient:
 
         def send() -> asyncio.Task[Any]:
             left = deadline - time.monotonic()
-            return asyncio.ensure_future(
-                self._nc.request(subject, data, timeout=max(left, 0.001), headers=_wait_header(subject, left))
-            )
+            sent = {**(_wait_header(subject, left) or {}), **(headers or {})} or None
+            return asyncio.ensure_future(self._nc.request(subject, data, timeout=max(left, 0.001), headers=sent))
 
         in_flight = {send()}
         failure: BaseException | None = None

@@ -285,6 +285,8 @@ class LeaseKeeper:
     async def _keep(self) -> None:
         retry = RETRY_MIN
         transferred: int | None = None
+        # When this wait for the key began: each try says how long ago.
+        waiting_since: float | None = None
         while True:
             # Subscribed before the acquire, so a release that lands while
             # the acquire is in flight still wakes us.
@@ -295,10 +297,14 @@ class LeaseKeeper:
                 # A transfer named us: the renew at its fence is the request
                 # our entitlement counts from; otherwise, acquire.
                 taking_over, transferred = transferred, None
+                waited_ms = None
+                if self._waits:
+                    waiting_since = started if waiting_since is None else waiting_since
+                    waited_ms = int((started - waiting_since) * 1000)
                 call: asyncio.Future[Grant] = asyncio.ensure_future(
                     self._client.renew(self._key, self._holder, taking_over, self._ttl_ms)
                     if taking_over is not None
-                    else self._client.acquire(self._key, self._holder, self._ttl_ms)
+                    else self._client.acquire(self._key, self._holder, self._ttl_ms, waited_ms)
                 )
                 if await self._wait(None, call) is _Woke.STOP:
                     call.cancel()
@@ -311,6 +317,7 @@ class LeaseKeeper:
                             await _unsubscribe(watch)
                             watch = None
                         retry = RETRY_MIN
+                        waiting_since = None
                         tenure = taking_over if taking_over is not None else grant.revision
                         if await self._hold(started, tenure, grant) or not self._waits:
                             return
