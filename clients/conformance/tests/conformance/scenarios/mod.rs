@@ -94,6 +94,7 @@ scenarios![
     takeover::a_waiting_keeper_takes_over_within_ttl_plus_1s_of_the_holder_being_killed,
     takeover::a_waiting_keeper_is_woken_by_change_events_not_polling,
     takeover::a_hand_off_gives_the_waiting_keeper_the_transferred_fence_with_no_free_moment,
+    takeover::a_waiting_keepers_acquires_say_how_long_it_has_waited,
     inbox::the_inbox_rejects_a_key_it_does_not_own,
     inbox::the_inbox_rejects_a_missing_or_malformed_fence,
     inbox::the_inbox_rejects_a_fence_below_its_tenure,

@@ -1,12 +1,13 @@
 //! A keeper waiting for a held key, in a driver process of its own, takes
 //! it over: soon after a release, within a TTL of its holder's process
 //! being killed, woken by the key's change events rather than polling, and
-//! at the transferred fence on a hand-off, the key never free between.
+//! at the transferred fence on a hand-off, the key never free between;
+//! each of its tries says how long it has waited.
 
 use std::time::Duration;
 
 use dagnats_leases_client::wire::change::ChangeKind;
-use dagnats_leases_client::wire::names::SUBJECT_ACQUIRE;
+use dagnats_leases_client::wire::names::{HEADER_WAITED_MS, SUBJECT_ACQUIRE};
 use serde_json::{Value, json};
 use tokio::time::{Instant, sleep_until};
 
@@ -221,4 +222,69 @@ pub async fn a_hand_off_gives_the_waiting_keeper_the_transferred_fence_with_no_f
     assert!(freed.is_empty(), "the key was free for a moment: {freed:?}");
     let owner = c.world.call("owner", json!({"key": c.key})).await;
     assert_eq!(owner["holder"], json!(c.b), "{owner}");
+}
+
+pub async fn a_waiting_keepers_acquires_say_how_long_it_has_waited(ctx: &Ctx) {
+    // Replies to every request, so the release waits for b's refusal.
+    let replies = Tap::start(&ctx.world().await.client, "_INBOX.>").await;
+    let c = Contest::start(ctx, ctx.spec.ms("ttl_ms")).await;
+    let by_b = |msg: &async_nats::Message| {
+        let body: Value = serde_json::from_slice(&msg.payload).unwrap_or_default();
+        body["key"] == json!(c.key) && body["holder"] == json!(c.b)
+    };
+    let tries = || -> Vec<_> {
+        let all = c.acquires.seen.all().into_iter();
+        all.filter(|(_, msg)| by_b(msg)).collect()
+    };
+    let inbox = tries()[0]
+        .1
+        .reply
+        .clone()
+        .expect("an acquire asks for a reply");
+    let answer = replies
+        .seen
+        .first_from(0, OWNER_WITHIN, |msg| msg.subject == inbox);
+    let (_, refused) = answer.await.expect("b's first acquire answered");
+    let refused: Value = serde_json::from_slice(&refused.payload).unwrap_or_default();
+    assert_eq!(
+        refused["granted"], false,
+        "b's first try is refused: {refused}"
+    );
+    let before = c.acquires.seen.len();
+    let (_, tenure) = c
+        .release_and_take_over(ctx, ctx.spec.ms("takeover_within_ms"))
+        .await;
+    // The tap may see the acquire that took the key after b reports it.
+    c.acquires_by_b_from(before, OWNER_WITHIN).await;
+    let tries: Vec<_> = tries()
+        .into_iter()
+        .map(|(at, msg)| {
+            let waited = msg.headers.as_ref().and_then(|h| h.get(HEADER_WAITED_MS));
+            (at, waited.map(|v| v.as_str().to_string()))
+        })
+        .collect();
+    let said = |i: usize| -> u64 {
+        let (_, waited) = &tries[i];
+        let waited = waited
+            .as_deref()
+            .unwrap_or_else(|| panic!("b's acquire {i} has no {HEADER_WAITED_MS}: {tries:?}"));
+        waited
+            .parse()
+            .unwrap_or_else(|_| panic!("{HEADER_WAITED_MS}: {waited:?} is not milliseconds"))
+    };
+    assert!(
+        tries.len() >= 2,
+        "b tried once while a held the key and again to take it over (tenure {tenure}): {tries:?}"
+    );
+    assert_eq!(said(0), 0, "the first try has waited nothing");
+    let tolerance = ctx.spec.ms("tolerance_ms");
+    let first = tries[0].0;
+    for (i, (at, _)) in tries.iter().enumerate().skip(1) {
+        let seen = at.saturating_duration_since(first);
+        let told = Duration::from_millis(said(i));
+        assert!(
+            told.abs_diff(seen) <= tolerance,
+            "b's acquire {i} says it waited {told:?}; it came {seen:?} after the first"
+        );
+    }
 }
