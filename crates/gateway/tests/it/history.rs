@@ -557,6 +557,35 @@ async fn since_and_until_keep_the_tenures_that_overlap_them() {
 }
 
 #[tokio::test]
+async fn the_history_stream_sits_beside_the_bucket_at_its_replicas_kept_7_days_by_default() {
+    let cluster = common::cluster::Cluster::start().await;
+    let _gateway = common::cluster::gateway(&cluster.urls()).await;
+    let nats = cluster.client().await;
+    let bucket = common::stream_info(&nats).await;
+    let history = js_api(&nats, "STREAM.INFO.leases_history", json!({})).await;
+    let config = &history["config"];
+    assert_eq!(bucket["config"]["num_replicas"], 3, "{bucket}");
+    assert_eq!(
+        (&config["num_replicas"], &config["storage"]),
+        (
+            &bucket["config"]["num_replicas"],
+            &bucket["config"]["storage"]
+        ),
+        "{history}"
+    );
+    assert_eq!(
+        (&config["subjects"], &config["max_age"]),
+        (
+            &json!(["dagnats.history.>"]),
+            &json!(7 * 86_400 * 1_000_000_000u64)
+        ),
+        "{history}"
+    );
+    let peers = history["cluster"]["replicas"].as_array().map(Vec::len);
+    assert_eq!(peers, Some(common::cluster::NODES - 1), "{history}");
+}
+
+#[tokio::test]
 async fn a_short_history_max_age_drops_old_tenures() {
     let server = NatsServer::start().await;
     let nats = client(&server.url).await;
@@ -657,22 +686,31 @@ fn cli(s: &Setup, args: &[&str]) -> (i32, String) {
 }
 
 #[tokio::test]
-async fn the_cli_prints_a_keys_tenures_newest_first_as_lines_or_json() {
+async fn the_cli_prints_a_keys_a_prefixs_or_every_tenure_newest_first_as_lines_or_json() {
     let s = Setup::start().await;
     let first = s.acquire("cli-k", "a", 15_000).await;
     let released = s.release("cli-k", "a", rev(&first)).await;
     let second = s.acquire("cli-k", "b", 15_000).await;
     ended(&s.client, "cli-k", 1).await;
-    let (code, out) = cli(&s, &["history", "cli-k", "--json"]);
-    assert_eq!(code, 0, "{out}");
-    let lines: Vec<Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let other = s.acquire("other", "c", 15_000).await;
+    ended_or_open(&s.client, "other").await;
+    let json_lines = |args: &[&str]| -> Vec<Value> {
+        let (code, out) = cli(&s, args);
+        assert_eq!(code, 0, "{out}");
+        out.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let lines = json_lines(&["history", "cli-k", "--json"]);
     let reply = history(&s.client, json!({"key": "cli-k"})).await;
     assert_eq!(json!(lines), reply["tenures"], "one JSON tenure a line");
     assert_eq!(lines[0]["tenure"], rev(&second));
     assert_eq!(lines[1]["end_revision"], rev(&released));
+    let by_prefix = json_lines(&["history", "--prefix", "cli-", "--json"]);
+    assert_eq!(by_prefix, lines, "the prefix's keys only");
+    let every = json_lines(&["history", "--json"]);
+    assert_eq!(every[0], tenure("other", "c", &other, None, 0));
+    assert_eq!(every[1..], lines);
     let (code, out) = cli(&s, &["history", "cli-k", "--since", "1h", "--limit", "1"]);
     assert_eq!(code, 0, "{out}");
     let line = format!(
