@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use crate::common;
 use crate::common::checker::{Kind, Op, Outcome, Recorded, check, check_tenures};
-use crate::made::{acquire, at, granted, held, owner, processed, release, renew, transfer};
+use crate::made::{
+    acquire, at, granted, granted_lasting, held, owner, processed, release, released, renew,
+    transfer,
+};
 
 /// Two tenures on `k` (release, then takeover), an expiry and takeover on
 /// `k2`, reads, forwards, and calls with unknown outcomes.
@@ -18,12 +21,7 @@ fn clean() -> Vec<Op> {
         at("k", 1040, 1050, acquire("b", held("a", 2))),
         at("k", 1100, 1100, processed("a", 2)),
         at("k", 1500, 5500, renew("a", 2, Outcome::Unknown)),
-        at(
-            "k",
-            2000,
-            2010,
-            release("a", 2, Outcome::Released { revision: 3 }),
-        ),
+        at("k", 2000, 2010, release("a", 2, released(3))),
         at("k", 2020, 2030, owner(Outcome::Free)),
         at("k", 2040, 2050, acquire("b", granted(4))),
         at("k", 2100, 2100, processed("b", 4)),
@@ -74,13 +72,7 @@ fn an_idempotent_acquire_does_not_extend_entitlement() {
             "k",
             2000,
             2010,
-            acquire(
-                "a",
-                Outcome::Granted {
-                    revision: 1,
-                    lasts: Duration::from_millis(1000),
-                },
-            ),
+            acquire("a", granted_lasting(1, Duration::from_millis(1000))),
         ),
         at("k", 3500, 3510, acquire("b", granted(3))),
     ];
@@ -98,40 +90,27 @@ fn an_acquire_that_finds_the_holders_own_lease_continues_its_entitlement() {
             "k3",
             2000,
             2010,
-            acquire(
-                "a",
-                Outcome::Granted {
-                    revision: 12,
-                    lasts: Duration::from_millis(2000),
-                },
-            ),
+            acquire("a", granted_lasting(12, Duration::from_millis(2000))),
         ),
-        at(
-            "k3",
-            2500,
-            2510,
-            release("a", 12, Outcome::Released { revision: 13 }),
-        ),
+        at("k3", 2500, 2510, release("a", 12, released(13))),
         at("k3", 2600, 2610, acquire("b", granted(14))),
     ];
     assert!(check(&history).is_empty(), "{:#?}", check(&history));
 }
 
+/// a's tenure of k3 at fence 10, released (11).
+fn released_k3() -> Vec<Op> {
+    vec![
+        at("k3", 0, 10, acquire("a", granted(10))),
+        at("k3", 100, 110, release("a", 10, released(11))),
+    ]
+}
+
 #[test]
 fn a_later_tenure_with_a_lower_fence_is_caught() {
-    assert_only(
-        vec![
-            at("k3", 0, 10, acquire("a", granted(10))),
-            at(
-                "k3",
-                100,
-                110,
-                release("a", 10, Outcome::Released { revision: 11 }),
-            ),
-            at("k3", 200, 210, acquire("b", granted(9))),
-        ],
-        Kind::FenceNotIncreasing,
-    );
+    let mut history = released_k3();
+    history.push(at("k3", 200, 210, acquire("b", granted(9))));
+    assert_only(history, Kind::FenceNotIncreasing);
 }
 
 #[test]
@@ -227,20 +206,10 @@ fn a_forward_processed_after_entitlement_ended_is_caught() {
 
 #[test]
 fn a_forward_processed_under_a_fence_of_an_earlier_tenure_is_caught() {
-    assert_only(
-        vec![
-            at("k3", 0, 10, acquire("a", granted(10))),
-            at(
-                "k3",
-                100,
-                110,
-                release("a", 10, Outcome::Released { revision: 11 }),
-            ),
-            at("k3", 200, 210, acquire("a", granted(12))),
-            at("k3", 300, 300, processed("a", 10)),
-        ],
-        Kind::StaleForward,
-    );
+    let mut history = released_k3();
+    history.push(at("k3", 200, 210, acquire("a", granted(12))));
+    history.push(at("k3", 300, 300, processed("a", 10)));
+    assert_only(history, Kind::StaleForward);
 }
 
 /// a hands k4 to b; b renews and serves a forward; a's late renew is lost.

@@ -6,10 +6,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::common;
-use crate::common::checker::{Call, Kind, Op, Outcome, check};
+use crate::common::checker::{Kind, Op, Outcome, check};
 use crate::common::fault_report::{Property, Tally, verdicts};
 use crate::common::history_file::{self, FaultSpan, History};
-use crate::made::{TTL, acquire, at, granted};
+use crate::made::{
+    acquire, at, granted, held, owner, processed, release, released, renew, transfer,
+};
 
 /// Every call and outcome kind, with two violations: holder-b is granted
 /// while holder-a is entitled (two owners), and owner-processed forward
@@ -17,89 +19,15 @@ use crate::made::{TTL, acquire, at, granted};
 fn every_kind() -> History {
     let ops = vec![
         at("k", 0, 10, acquire("holder-a", granted(3))),
-        at(
-            "k",
-            1000,
-            1010,
-            Call::Renew {
-                holder: "holder-a".into(),
-                revision: 3,
-                ttl: TTL,
-                outcome: granted(4),
-            },
-        ),
-        at(
-            "k",
-            1100,
-            1100,
-            Call::Processed {
-                holder: "holder-a".into(),
-                fence: 2,
-            },
-        ),
-        at(
-            "k",
-            1200,
-            1210,
-            Call::Owner {
-                outcome: Outcome::Held {
-                    holder: "holder-a".into(),
-                    revision: 4,
-                },
-            },
-        ),
+        at("k", 1000, 1010, renew("holder-a", 3, granted(4))),
+        at("k", 1100, 1100, processed("holder-a", 2)),
+        at("k", 1200, 1210, owner(held("holder-a", 4))),
         at("k", 1300, 1310, acquire("holder-b", granted(5))),
-        at(
-            "k",
-            1400,
-            7400,
-            Call::Release {
-                holder: "holder-b".into(),
-                revision: 5,
-                outcome: Outcome::Unknown,
-            },
-        ),
-        at(
-            "k",
-            8000,
-            8010,
-            Call::Renew {
-                holder: "holder-a".into(),
-                revision: 4,
-                ttl: TTL,
-                outcome: Outcome::Lost,
-            },
-        ),
-        at(
-            "j",
-            0,
-            10,
-            Call::Transfer {
-                holder: "holder-c".into(),
-                revision: 1,
-                to: "holder-d".into(),
-                ttl: TTL,
-                outcome: granted(6),
-            },
-        ),
-        at(
-            "j",
-            20,
-            30,
-            Call::Release {
-                holder: "holder-d".into(),
-                revision: 6,
-                outcome: Outcome::Released { revision: 8 },
-            },
-        ),
-        at(
-            "j",
-            40,
-            50,
-            Call::Owner {
-                outcome: Outcome::Free,
-            },
-        ),
+        at("k", 1400, 7400, release("holder-b", 5, Outcome::Unknown)),
+        at("k", 8000, 8010, renew("holder-a", 4, Outcome::Lost)),
+        at("j", 0, 10, transfer("holder-c", 1, "holder-d", granted(6))),
+        at("j", 20, 30, release("holder-d", 6, released(8))),
+        at("j", 40, 50, owner(Outcome::Free)),
     ];
     let faults = vec![FaultSpan {
         kind: "kill".into(),

@@ -18,10 +18,13 @@ pub fn at(key: &str, start_ms: u64, end_ms: u64, call: Call) -> Op {
 }
 
 pub fn granted(revision: u64) -> Outcome {
-    Outcome::Granted {
-        revision,
-        lasts: TTL,
-    }
+    granted_lasting(revision, TTL)
+}
+
+/// A grant whose lease lasts `lasts` from the request's start, as an
+/// acquire that finds the holder's own lease answers.
+pub fn granted_lasting(revision: u64, lasts: Duration) -> Outcome {
+    Outcome::Granted { revision, lasts }
 }
 
 pub fn acquire(holder: &str, outcome: Outcome) -> Call {
@@ -57,6 +60,10 @@ pub fn transfer(holder: &str, revision: u64, to: &str, outcome: Outcome) -> Call
         ttl: TTL,
         outcome,
     }
+}
+
+pub fn released(revision: u64) -> Outcome {
+    Outcome::Released { revision }
 }
 
 pub fn owner(outcome: Outcome) -> Call {
