@@ -9,23 +9,41 @@ use std::time::Duration;
 
 use crate::common::{Setup, command, eventually};
 use dagnats_leases_client::shards::{Owned, ShardGroup, ShardOptions, assign::assign};
-use dagnats_leases_client::{ChangeKind, LeaseClient, changes};
+use dagnats_leases_client::{ChangeKind, ClientError, LeaseClient, changes};
 use futures::StreamExt;
 use tokio::sync::watch;
 
 const TTL: Duration = Duration::from_secs(3);
 
 fn member(client: &LeaseClient, group: &str, count: u32, holder: &str) -> ShardGroup {
-    ShardGroup::start(
-        client.clone(),
-        ShardOptions {
-            group: group.into(),
-            count,
-            holder: holder.into(),
-            ttl: TTL,
-        },
-    )
-    .expect("valid options")
+    start(client, group, count, holder).expect("valid options")
+}
+
+/// A member of `group` as `holder`, with a [`TTL`] lease per shard, if its
+/// options are valid.
+fn start(
+    client: &LeaseClient,
+    group: &str,
+    count: u32,
+    holder: &str,
+) -> Result<ShardGroup, ClientError> {
+    let options = ShardOptions {
+        group: group.into(),
+        count,
+        holder: holder.into(),
+        ttl: TTL,
+    };
+    ShardGroup::start(client.clone(), options)
+}
+
+/// One member of `group` per holder, started in that order.
+fn members<const N: usize>(
+    client: &LeaseClient,
+    group: &str,
+    count: u32,
+    holders: [&str; N],
+) -> [ShardGroup; N] {
+    holders.map(|holder| member(client, group, count, holder))
 }
 
 /// The shards each named member may act for now.
@@ -74,11 +92,7 @@ fn assert_no_shard_owned_twice(split: &BTreeMap<String, BTreeSet<u32>>) {
 async fn members_split_the_shards_floor_or_ceil_each_and_every_shard_once() {
     let s = Setup::start().await;
     let client = LeaseClient::new(s.client.clone());
-    let (a, b, c) = (
-        member(&client, "split", 8, "m-a"),
-        member(&client, "split", 8, "m-b"),
-        member(&client, "split", 8, "m-c"),
-    );
+    let [a, b, c] = members(&client, "split", 8, ["m-a", "m-b", "m-c"]);
     let members = [("m-a", a.watch()), ("m-b", b.watch()), ("m-c", c.watch())];
     let split = converged(8, &members).await;
     assert_no_shard_owned_twice(&split);
@@ -108,8 +122,7 @@ async fn a_join_moves_only_the_shards_it_must_and_a_graceful_leave_hands_over() 
     let s = Setup::start().await;
     let client = LeaseClient::new(s.client.clone());
     let count = 12;
-    let a = member(&client, "join", count, "j-a");
-    let b = member(&client, "join", count, "j-b");
+    let [a, b] = members(&client, "join", count, ["j-a", "j-b"]);
     let before = converged(count, &[("j-a", a.watch()), ("j-b", b.watch())]).await;
 
     let c = member(&client, "join", count, "j-c");
@@ -293,15 +306,7 @@ async fn bad_group_options_are_refused_before_anything_is_sent() {
         ("g", 2, "h.x"),
         (&*"g".repeat(126), 100, "h"),
     ] {
-        let refused = ShardGroup::start(
-            client.clone(),
-            ShardOptions {
-                group: group.into(),
-                count,
-                holder: holder.into(),
-                ttl: TTL,
-            },
-        );
+        let refused = start(&client, group, count, holder);
         assert!(refused.is_err(), "{group} {count} {holder}");
     }
 }
@@ -342,9 +347,7 @@ async fn no_shard_is_ever_owned_by_two_members_while_members_come_and_go() {
     let s = Setup::start().await;
     let client = LeaseClient::new(s.client.clone());
     let count = 9;
-    let a = member(&client, "safe", count, "s-a");
-    let b = member(&client, "safe", count, "s-b");
-    let c = member(&client, "safe", count, "s-c");
+    let [a, b, c] = members(&client, "safe", count, ["s-a", "s-b", "s-c"]);
     let watcher = watch_for_overlaps(vec![
         ("s-a", a.watch()),
         ("s-b", b.watch()),
@@ -445,15 +448,23 @@ fn record_gaps(
 /// leave and a crash, shards moved against the minimum, and the longest
 /// time a shard had no owner in a graceful leave. Run by hand:
 /// `cargo test -p dagnats-leases --test it shard_group_figures -- --ignored --nocapture`.
+/// How many shards `members` hold in `split` but not in `other`.
+fn held_but_not_in(
+    split: &BTreeMap<String, BTreeSet<u32>>,
+    other: &BTreeMap<String, BTreeSet<u32>>,
+    members: &[&str],
+) -> usize {
+    let only_in_split = |m: &&str| split[*m].difference(&other[*m]).count();
+    members.iter().map(only_in_split).sum()
+}
+
 #[tokio::test]
 #[ignore]
 async fn shard_group_figures() {
     let s = Setup::start().await;
     let client = LeaseClient::new(s.client.clone());
     let (count, ttl_ms) = (64u32, 3_000u64);
-    let a = member(&client, "fig", count, "f-a");
-    let b = member(&client, "fig", count, "f-b");
-    let c = member(&client, "fig", count, "f-c");
+    let [a, b, c] = members(&client, "fig", count, ["f-a", "f-b", "f-c"]);
     let three = [("f-a", a.watch()), ("f-b", b.watch()), ("f-c", c.watch())];
     let before = converged(count, &three).await;
     let d = member(&client, "fig", count, "f-d");
@@ -465,10 +476,7 @@ async fn shard_group_figures() {
         ("f-d", d.watch()),
     ];
     let after = converged(count, &four).await;
-    let moved: usize = ["f-a", "f-b", "f-c"]
-        .iter()
-        .map(|m| before[*m].difference(&after[*m]).count())
-        .sum();
+    let moved = held_but_not_in(&before, &after, &["f-a", "f-b", "f-c"]);
     println!(
         "join: converged in {:?}, moved {moved} shards (minimum {})",
         started.elapsed(),
@@ -479,10 +487,7 @@ async fn shard_group_figures() {
     let leaving = after["f-d"].len();
     d.shutdown().await;
     let back = converged(count, &three).await;
-    let moved: usize = ["f-a", "f-b", "f-c"]
-        .iter()
-        .map(|m| back[*m].difference(&after[*m]).count())
-        .sum();
+    let moved = held_but_not_in(&back, &after, &["f-a", "f-b", "f-c"]);
     println!(
         "graceful leave: converged in {:?}, {leaving} shards handed over, {moved} gained by the others",
         started.elapsed()
