@@ -244,6 +244,66 @@ async fn a_second_run_starts_only_when_the_first_command_ends_within_1s_and_with
     assert_eq!(second.exit_code(Duration::from_secs(10)).await, 0);
 }
 
+/// Whose renews `renews` has seen for `key`, until `n` by `holder`.
+async fn until_renewed(renews: &mut async_nats::Subscriber, key: &str, holder: &str, n: usize) {
+    let renewed = async {
+        let mut seen = 0;
+        while let Some(msg) = renews.next().await {
+            let body: serde_json::Value = serde_json::from_slice(&msg.payload).unwrap();
+            if body["key"] == key && body["holder"] == holder {
+                seen += 1;
+                if seen == n {
+                    return;
+                }
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(15), renewed)
+        .await
+        .unwrap_or_else(|_| panic!("{holder} renewed {key} {n} times"));
+}
+
+#[tokio::test]
+async fn a_waiting_run_is_woken_by_the_keys_change_events_not_by_polling() {
+    let s = Setup::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let log = log_in(&dir);
+    // Renewed about every 2 s; the lease a waiter sees runs out at least
+    // 4 s after it asked, 2 s after the first's second renew from then.
+    let ttl = ["--ttl-ms", "6000"];
+    let _first = Run::start(
+        &s,
+        &log,
+        &[&["watched", "--holder", "first"][..], &ttl].concat(),
+        RECORDING,
+    );
+    until_started(&log, 1).await;
+    let mut asked = acquires(&s).await;
+    let mut renews = s.client.subscribe("api.leases.renew").await.unwrap();
+    s.client.flush().await.unwrap();
+    let _second = Run::start(
+        &s,
+        &log,
+        &[&["watched", "--holder", "second"][..], &ttl].concat(),
+        RECORDING,
+    );
+    until_asked(&mut asked, "watched", "first").await;
+
+    until_renewed(&mut renews, "watched", "first", 2).await;
+    // A call's round trip, so an acquire sent before the renew has arrived.
+    s.call("owner", json!({"key": "watched"})).await;
+    let mut again = Vec::new();
+    while let Some(Some(msg)) = futures::FutureExt::now_or_never(asked.next()) {
+        again.push(String::from_utf8_lossy(&msg.payload).into_owned());
+    }
+    assert_eq!(
+        again,
+        Vec::<String>::new(),
+        "the waiting run asked again while nothing changed"
+    );
+    assert_eq!(starts(&log).len(), 1);
+}
+
 #[tokio::test]
 async fn the_commands_exit_status_is_runs_and_the_key_is_free_right_after() {
     let s = Setup::start().await;
