@@ -672,6 +672,16 @@ async fn every_bad_history_input_is_invalid_and_the_gateway_keeps_serving() {
         let reply = common::call_raw(&s.client, "history", bad.to_vec()).await;
         assert_eq!(reply["kind"], "invalid", "{reply}");
     }
+    for query in [
+        "since=yesterday",
+        "since=2026-10-18T12:00:01Z&until=2026-10-18T12:00:00Z",
+        "limit=0",
+        "limit=1001",
+        "before=x",
+    ] {
+        let one_key = http.get(&format!("/v1/leases/k/history?{query}")).await;
+        assert_error(&one_key, 400, "invalid");
+    }
     let key_path = http.get("/v1/leases/a*b/history").await;
     assert_error(&key_path, 400, "invalid");
     let granted = s.acquire("k", "a", 15_000).await;
@@ -789,6 +799,21 @@ async fn the_history_counts_ended_tenures_hand_overs_and_a_flapping_key_on_metri
     metric_reaches(&http, r#"dagnats_key_flapping{key="flap-1"}"#, 1.0).await;
     metric_reaches(&http, "dagnats_flapping_keys", 1.0).await;
     metric_reaches(&http, "dagnats_acquires_not_granted_total", 1.0).await;
+}
+
+#[tokio::test]
+async fn tenures_ended_by_expiry_and_by_revoke_are_counted_by_their_end() {
+    let s = Setup::start().await;
+    let http = Http::of(&s.gateway).await;
+    s.acquire("gone", "a", 1_000).await;
+    s.acquire("taken", "a", 15_000).await;
+    let revoked = http
+        .send(http.request(reqwest::Method::DELETE, "/v1/leases/taken"))
+        .await;
+    assert_eq!(revoked.status, 200, "{}", revoked.body);
+    metric_reaches(&http, r#"dagnats_tenures_ended_total{end="revoked"}"#, 1.0).await;
+    metric_reaches(&http, r#"dagnats_tenures_ended_total{end="expired"}"#, 1.0).await;
+    metric_reaches(&http, "dagnats_tenure_duration_seconds_count", 2.0).await;
 }
 
 /// `key` held by "a" while a waiter for it (started by the caller) is
