@@ -667,20 +667,14 @@ async fn every_bad_history_input_is_invalid_and_the_gateway_keeps_serving() {
         assert!(reply["error"].as_str().is_some_and(|e| !e.is_empty()));
         let over_http = http.get(&format!("/v1/history?{query}")).await;
         assert_error(&over_http, 400, "invalid");
+        if body.get("key").is_none() && body.get("prefix").is_none() {
+            let one_key = http.get(&format!("/v1/leases/k/history?{query}")).await;
+            assert_error(&one_key, 400, "invalid");
+        }
     }
     for bad in [&b"[]"[..], b"not json", b"{\"limit\": -1}"] {
         let reply = common::call_raw(&s.client, "history", bad.to_vec()).await;
         assert_eq!(reply["kind"], "invalid", "{reply}");
-    }
-    for query in [
-        "since=yesterday",
-        "since=2026-10-18T12:00:01Z&until=2026-10-18T12:00:00Z",
-        "limit=0",
-        "limit=1001",
-        "before=x",
-    ] {
-        let one_key = http.get(&format!("/v1/leases/k/history?{query}")).await;
-        assert_error(&one_key, 400, "invalid");
     }
     let key_path = http.get("/v1/leases/a*b/history").await;
     assert_error(&key_path, 400, "invalid");
