@@ -511,16 +511,21 @@ async fn a_key_opens_its_past_tenures_from_its_row_and_from_a_timeline_segment()
     assert_eq!(s.console_errors().await, Vec::<String>::new());
 }
 
+/// The tenures of shard `shard` of group `jobs`, newest first.
+async fn shard_tenures(http: &Http, shard: usize) -> Vec<Value> {
+    let mut reply = http
+        .get(&format!("/v1/leases/jobs-{shard}/history"))
+        .await
+        .body;
+    std::mem::take(reply["tenures"].as_array_mut().unwrap())
+}
+
 /// The hand-overs of group `jobs` the history shows, newest first: shard,
 /// from, to, how the earlier tenure ended, the later one's fence.
 async fn handovers(http: &Http) -> Vec<Value> {
     let mut all = Vec::new();
     for shard in 0..6 {
-        let reply = http
-            .get(&format!("/v1/leases/jobs-{shard}/history"))
-            .await
-            .body;
-        let list = reply["tenures"].as_array().unwrap();
+        let list = shard_tenures(http, shard).await;
         for pair in list.windows(2) {
             let (later, earlier) = (&pair[0], &pair[1]);
             if later["holder"] != earlier["holder"] {
@@ -545,11 +550,7 @@ async fn handovers(http: &Http) -> Vec<Value> {
 /// of `holder`, every earlier tenure ended.
 async fn history_settled_on(http: &Http, holder: &str) -> bool {
     for shard in 0..6 {
-        let reply = http
-            .get(&format!("/v1/leases/jobs-{shard}/history"))
-            .await
-            .body;
-        let tenures = reply["tenures"].as_array().unwrap();
+        let tenures = shard_tenures(http, shard).await;
         let Some((newest, earlier)) = tenures.split_first() else {
             return false;
         };
