@@ -70,15 +70,7 @@ pub async fn sequential_ops(leases: &LeaseClient, n: u64) -> Sequential<Op> {
 
     let renew = renewing(leases, "renew-me").await;
 
-    let owner = {
-        let leases = leases.clone();
-        op(move |_| {
-            let leases = leases.clone();
-            async move {
-                leases.owner("renew-me").await.expect("owner");
-            }
-        })
-    };
+    let owner = owner_of(leases, "renew-me");
 
     // Each release needs a lease of its own, acquired untimed.
     let total = n + n / 10;
@@ -162,6 +154,17 @@ pub async fn renewing(leases: &LeaseClient, key: &str) -> Op {
     })
 }
 
+/// Owner reads of `key`, one after another.
+pub fn owner_of(leases: &LeaseClient, key: &str) -> Op {
+    let (leases, key) = (leases.clone(), Arc::new(key.to_string()));
+    op(move |_| {
+        let (leases, key) = (leases.clone(), key.clone());
+        async move {
+            leases.owner(&key).await.expect("owner");
+        }
+    })
+}
+
 /// Renews by `clients` concurrent holders, one key each, acquired here.
 pub async fn renews(leases: &LeaseClient, clients: u64) -> Op {
     renews_under(leases, THROUGHPUT_KEYS, clients).await
@@ -195,14 +198,16 @@ pub async fn renews_under(leases: &LeaseClient, prefix: &str, clients: u64) -> O
 
 /// Owner reads by concurrent readers, each of its [`renews`] holder's key.
 pub fn owner_reads(leases: &LeaseClient) -> Op {
-    let leases = leases.clone();
+    owner_reads_under(leases, THROUGHPUT_KEYS)
+}
+
+/// [`owner_reads`] of the keys [`renews_under`] `prefix` holds.
+pub fn owner_reads_under(leases: &LeaseClient, prefix: &str) -> Op {
+    let (leases, prefix) = (leases.clone(), Arc::new(prefix.to_string()));
     op(move |c| {
-        let leases = leases.clone();
+        let (leases, prefix) = (leases.clone(), prefix.clone());
         async move {
-            leases
-                .owner(&format!("{THROUGHPUT_KEYS}{c}"))
-                .await
-                .expect("owner");
+            leases.owner(&format!("{prefix}{c}")).await.expect("owner");
         }
     })
 }

@@ -4,10 +4,11 @@
 //! `--history-max-age 0`, measured in interleaved rounds so the machine's
 //! drift falls on both alike; and whether the history kept up.
 //!
-//! - latency: acquire, release and renew one after another, p50 and p99;
-//! - throughput: acquire-and-release cycles and renews with concurrent
-//!   clients, each figure the median round, with the CPU each process
-//!   spent per operation (the history writer runs in the gateway);
+//! - latency: acquire, release, renew and owner one after another, p50
+//!   and p99;
+//! - throughput: acquire-and-release cycles, renews and owner reads with
+//!   concurrent clients, each figure the median round, with the CPU each
+//!   process spent per operation (the history writer runs in the gateway);
 //! - kept up: tenures the cycles made against those the history recorded,
 //!   and how long after the last cycle its consumer had nothing pending.
 
@@ -59,9 +60,11 @@ pub struct Figures {
     pub acquire: Latency,
     pub release: Latency,
     pub renew: Latency,
+    pub owner: Latency,
     /// Acquire-and-release cycles per second (two writes each).
     pub cycles: Throughput,
     pub renews: Throughput,
+    pub owner_reads: Throughput,
 }
 
 /// On over off, for each figure: latencies' p50 and throughput.
@@ -70,8 +73,10 @@ pub struct Ratios {
     pub acquire_p50: f64,
     pub release_p50: f64,
     pub renew_p50: f64,
+    pub owner_p50: f64,
     pub cycles_per_second: f64,
     pub renews_per_second: f64,
+    pub owner_reads_per_second: f64,
 }
 
 /// Whether the history kept up with the cycles.
@@ -114,10 +119,12 @@ pub async fn measure(params: &Params) -> HistoryCost {
         off_ops.release.clone(),
         on_ops.renew.clone(),
         off_ops.renew.clone(),
+        on_ops.owner.clone(),
+        off_ops.owner.clone(),
     ];
     let mut figures = latencies(&ops, n, rounds).await.into_iter();
-    let mut next = || figures.next().expect("a latency for every op");
-    let (acq, rel, ren) = ([next(), next()], [next(), next()], [next(), next()]);
+    let mut pair = || [(); 2].map(|_| figures.next().expect("a latency for every op"));
+    let [acq, rel, ren, own] = [(); 4].map(|_| pair());
     drop((on_ops, off_ops));
 
     let (clients, secs) = (
@@ -130,37 +137,45 @@ pub async fn measure(params: &Params) -> HistoryCost {
     let off_cycles = cycles(&off.leases, None);
     let on_renews = gateway_ops::renews(&on.leases, clients).await;
     let off_renews = gateway_ops::renews(&off.leases, clients).await;
-    // The phases in the order they run each round: (side, op, runs).
+    // The phases in the order they run each round: (side, op); the owner
+    // reads read the renews' keys.
     let sides = [&on, &off];
     let phases = [
         (0, &on_cycles),
         (1, &off_cycles),
         (0, &on_renews),
         (1, &off_renews),
+        (0, &gateway_ops::owner_reads(&on.leases)),
+        (1, &gateway_ops::owner_reads(&off.leases)),
     ];
-    let mut runs: [Vec<Throughput>; 4] = Default::default();
+    let mut runs: [Vec<Throughput>; 6] = Default::default();
     for round in 0..params.throughput_rounds {
-        // Which side goes first alternates, so neither always runs second.
-        let order: [usize; 4] = if round % 2 == 0 {
-            [0, 1, 2, 3]
-        } else {
-            [1, 0, 3, 2]
-        };
-        for phase in order {
+        for turn in 0..phases.len() {
+            // Which side goes first alternates, so neither always runs second.
+            let phase = if round % 2 == 0 { turn } else { turn ^ 1 };
             let (side, op) = phases[phase];
             let run = throughput(op.clone(), clients, secs);
             runs[phase].push(metered(&sides[side].processes(), secs, run).await);
         }
     }
     let kept_up = kept_up(&on, made.load(Ordering::Relaxed), released_before).await;
-    let [on_cycles, off_cycles, on_renews, off_renews] = runs.map(Throughput::median);
+    let [
+        on_cycles,
+        off_cycles,
+        on_renews,
+        off_renews,
+        on_owner,
+        off_owner,
+    ] = runs.map(Throughput::median);
     let ratio = |a: u64, b: u64| a as f64 / b.max(1) as f64;
     let on_over_off = Ratios {
         acquire_p50: ratio(acq[0].p50_us, acq[1].p50_us),
         release_p50: ratio(rel[0].p50_us, rel[1].p50_us),
         renew_p50: ratio(ren[0].p50_us, ren[1].p50_us),
+        owner_p50: ratio(own[0].p50_us, own[1].p50_us),
         cycles_per_second: on_cycles.ops_per_second / off_cycles.ops_per_second,
         renews_per_second: on_renews.ops_per_second / off_renews.ops_per_second,
+        owner_reads_per_second: on_owner.ops_per_second / off_owner.ops_per_second,
     };
     HistoryCost {
         rounds,
@@ -168,15 +183,19 @@ pub async fn measure(params: &Params) -> HistoryCost {
             acquire: acq[0],
             release: rel[0],
             renew: ren[0],
+            owner: own[0],
             cycles: on_cycles,
             renews: on_renews,
+            owner_reads: on_owner,
         },
         off: Figures {
             acquire: acq[1],
             release: rel[1],
             renew: ren[1],
+            owner: own[1],
             cycles: off_cycles,
             renews: off_renews,
+            owner_reads: off_owner,
         },
         on_over_off,
         kept_up,
@@ -304,6 +323,7 @@ impl HistoryCost {
             r.release_p50,
         );
         table += &latency("renew", &self.on.renew, &self.off.renew, r.renew_p50);
+        table += &latency("owner", &self.on.owner, &self.off.owner, r.owner_p50);
         table += &rate(
             "acquire+release cycles",
             &self.on.cycles,
@@ -315,6 +335,12 @@ impl HistoryCost {
             &self.on.renews,
             &self.off.renews,
             r.renews_per_second,
+        );
+        table += &rate(
+            "owner reads",
+            &self.on.owner_reads,
+            &self.off.owner_reads,
+            r.owner_reads_per_second,
         );
         let k = &self.kept_up;
         table += &format!(

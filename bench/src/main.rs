@@ -122,13 +122,13 @@ enum Mode {
         #[arg(long, value_enum, default_value_t = front::FrontsOn::Any)]
         fronts_on: front::FrontsOn,
     },
-    /// What the tenure history costs: acquire, release and renew, latency
-    /// and throughput, with the history on and off side by side on two
+    /// What the tenure history costs: acquire, release, renew and owner,
+    /// latency and throughput, with the history on and off side by side on two
     /// single nodes, in interleaved rounds; the figures as a table, and as
     /// JSON beside `--out` (`history.json`).
     History,
-    /// What a loaded policy costs a call: renew latency and throughput of
-    /// a gateway with the policy of docs/operations.md and one without,
+    /// What a loaded policy costs a call: renew and owner latency and
+    /// throughput of a gateway with the policy of docs/operations.md and one without,
     /// single node, through a tenant account, in interleaved rounds
     /// (`policy.rs`). One JSON line per run.
     Policy {
