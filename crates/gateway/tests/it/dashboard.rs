@@ -111,6 +111,18 @@ impl Session {
             .expect("two frames");
     }
 
+    /// Sets the control `id` to `value` and fires `event` on it, as a
+    /// user's typing (`input`) or choosing (`change`) would.
+    pub(crate) async fn set(&self, id: &str, value: &str, event: &str) {
+        self.js(&format!(
+            "const f = document.getElementById({}); f.value = {}; f.dispatchEvent(new Event({})); return true",
+            json!(id),
+            json!(value),
+            json!(event)
+        ))
+        .await;
+    }
+
     pub(crate) async fn screenshot(&self, name: &str) {
         self.painted().await;
         let png = self.browser.screenshot().await.expect("screenshot");
@@ -995,10 +1007,7 @@ async fn the_table_sorts_every_lease_and_the_arrows_move_past_the_rows_on_the_pa
     let sort = |by: &'static str| {
         let s = &s;
         async move {
-            s.js(&format!(
-                "const f = document.getElementById('sort'); f.value = '{by}'; f.dispatchEvent(new Event('change')); return true"
-            ))
-            .await;
+            s.set("sort", by, "change").await;
             s.painted().await;
             s.js(ROWS_JS).await
         }

@@ -674,10 +674,7 @@ async fn the_filter_picks_the_timelines_lanes() {
     let filter = |text: &'static str| {
         let s = &s;
         async move {
-            s.js(&format!(
-                "const f = document.getElementById('filter'); f.value = '{text}'; f.dispatchEvent(new Event('input')); return true"
-            ))
-            .await;
+            s.set("filter", text, "input").await;
             s.js(LANES_JS).await
         }
     };
